@@ -1,0 +1,60 @@
+# memflow — two commands on a fresh machine: `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: run test bench bench-quality lint gremlin-start gremlin-stop dev serve sample clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip uv
+	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[st,dev]'
+	touch $(STAMP)
+
+## Ingest the bundled sample landing zone through every asset, then answer a sample recall.
+run: $(STAMP)
+	$(BIN)/memflow run --recall
+
+## Set up and run the whole test suite, with the Gremlin Server it needs.
+test: $(STAMP)
+	bash scripts/gremlin-server.sh start
+	status=0; $(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS) || status=$$?; \
+	bash scripts/gremlin-server.sh stop; exit $$status
+
+## Benchmarks; results land in bench/results/*.json and BENCHMARKS.md.
+bench: $(STAMP)
+	bash scripts/gremlin-server.sh start
+	status=0; bash bench/run_all.sh || status=$$?; \
+	bash scripts/gremlin-server.sh stop; exit $$status
+
+bench-quality: $(STAMP)
+	$(BIN)/python bench/bench_quality.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+## The Dagster UI on the same data directory as the CLI.
+dev: $(STAMP)
+	DAGSTER_HOME=$${DAGSTER_HOME:-$$PWD/.memflow/dagster} bash -c 'mkdir -p $$DAGSTER_HOME && $(BIN)/dagster dev -w workspace.yaml'
+
+serve: $(STAMP)
+	$(BIN)/memflow serve
+
+sample: $(STAMP)
+	$(BIN)/python -m memflow.sample_landing --out landing-sample
+
+gremlin-start:
+	bash scripts/gremlin-server.sh start
+
+gremlin-stop:
+	bash scripts/gremlin-server.sh stop
+
+clean:
+	rm -rf .memflow .pytest_cache .ruff_cache

@@ -1,0 +1,140 @@
+"""entity_embeddings[tenant]: entity-name vectors of the current embedding model.
+
+The ledger (`resources.vector.ledger`) is the cursor: each batch of 64 is persisted before the
+next call, so a killed run loses at most one batch and the rerun embeds only what is missing.
+"""
+
+from __future__ import annotations
+
+import time
+
+import polars as pl
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetKey,
+    AssetOut,
+    BackfillPolicy,
+    DataVersion,
+    MetadataValue,
+    Output,
+    multi_asset,
+    observable_source_asset,
+)
+
+from assets.common import IO_RETRY, per_tenant_table, tenant_scopes
+from memflow.embedding import embed_missing, vector_table
+from pipelines.automation import after_upstream
+from pipelines.partitions import tenant_partitions
+from resources.configurable import EmbeddingModelResource, MemflowPaths
+from resources.vector.ledger import EmbeddingLedger
+from schemas.tables import EMBEDDINGS, conform, empty
+
+
+@observable_source_asset(
+    group_name="models",
+    description="The embedding model in use. A change marks entity_embeddings stale; "
+    "backfill to re-embed. Vectors are kept per model, so recall keeps serving the previous "
+    "model until the new one covers the tenant.",
+)
+def embedding_model(embedding: EmbeddingModelResource) -> DataVersion:
+    return DataVersion(embedding.identity())
+
+
+@multi_asset(
+    outs={
+        "entity_embeddings": AssetOut(
+            io_manager_key="tables",
+            description="Which entities hold a vector of the current model (ids, dim, hash).",
+            automation_condition=after_upstream(),
+        )
+    },
+    deps=[AssetKey("embedding_model")],
+    partitions_def=tenant_partitions,
+    backfill_policy=BackfillPolicy.single_run(),
+    retry_policy=IO_RETRY,
+    check_specs=[
+        AssetCheckSpec(
+            "embedding_coverage",
+            asset="entity_embeddings",
+            description="Every entity has a vector of the current model.",
+        )
+    ],
+    group_name="embeddings",
+    compute_kind="model",
+)
+def entity_embeddings(
+    context: AssetExecutionContext,
+    entities: dict[str, pl.DataFrame],
+    paths: MemflowPaths,
+    embedding: EmbeddingModelResource,
+):
+    started = time.perf_counter()
+    provider = embedding.build()
+    out: dict[str, pl.DataFrame] = {}
+    summary: dict[str, dict] = {}
+    uncovered: dict[str, int] = {}
+    totals = {"embedded": 0, "skipped": 0, "batches": 0}
+    dim = None
+    try:
+        ledger = EmbeddingLedger(paths.data_dir)
+        for scope in tenant_scopes(context):
+            ents = entities.get(scope.key, pl.DataFrame())
+            if provider is None:
+                out[scope.key] = empty(EMBEDDINGS)
+                uncovered[scope.key] = ents.height
+                continue
+            report = embed_missing(
+                provider,
+                ledger,
+                scope,
+                ents,
+                progress=lambda done, total, s=scope: context.log.debug(
+                    f"{s.key}: embedded {done}/{total}"
+                ),
+            )
+            table = vector_table(ledger, provider.model, scope)
+            wanted = set(ents["entity_id"].to_list()) if ents.height else set()
+            table = table.filter(pl.col("entity_id").is_in(list(wanted)))
+            out[scope.key] = conform(table, EMBEDDINGS)
+            missing = len(wanted) - table.height
+            if missing:
+                uncovered[scope.key] = missing
+            dim = report.dim or dim
+            for k in totals:
+                totals[k] += getattr(report, k)
+            summary[scope.key] = {
+                "entities": ents.height,
+                "embedded": report.embedded,
+                "skipped": report.skipped,
+                "batches": report.batches,
+                "names_per_s": round(report.names_per_s, 1),
+            }
+    finally:
+        if provider is not None:
+            provider.close()
+    seconds = time.perf_counter() - started
+    yield Output(
+        out,
+        output_name="entity_embeddings",
+        metadata={
+            "model": embedding.identity(),
+            "dimension": dim or 0,
+            **totals,
+            "names_per_s": round(totals["embedded"] / seconds, 1) if seconds else 0.0,
+            "per_tenant": per_tenant_table(summary),
+            "duration_s": round(seconds, 3),
+        },
+    )
+    yield AssetCheckResult(
+        check_name="embedding_coverage",
+        asset_key="entity_embeddings",
+        passed=not uncovered,
+        severity=AssetCheckSeverity.WARN,
+        metadata={
+            "model": embedding.identity(),
+            "entities_without_vector": MetadataValue.json(uncovered),
+        },
+    )

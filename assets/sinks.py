@@ -1,0 +1,176 @@
+"""graph_sink and vector_sink per tenant: make each store equal its table, idempotently."""
+
+from __future__ import annotations
+
+import time
+
+import polars as pl
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    AssetSpec,
+    BackfillPolicy,
+    MaterializeResult,
+    MetadataValue,
+    multi_asset,
+)
+
+from assets.common import IO_RETRY, per_tenant_table, tenant_scopes
+from memflow.embedding import vector_table
+from pipelines.automation import after_upstream
+from pipelines.partitions import tenant_partitions
+from resources.configurable import (
+    EmbeddingModelResource,
+    GraphStoreResource,
+    MemflowPaths,
+    VectorStoreResource,
+)
+from resources.graph.sync import graph_equals_table, sync_graph
+from resources.vector.ledger import EmbeddingLedger
+from resources.vector.sync import sync_vectors, vectors_equal_table
+
+
+@multi_asset(
+    specs=[
+        AssetSpec(
+            "graph_sink",
+            deps=["validated_facts", "entities"],
+            description="The graph store (SQLite or a Gremlin server) holding the tenant's "
+            "entities and facts, equal to the tables.",
+            automation_condition=after_upstream(),
+            partitions_def=tenant_partitions,
+            group_name="sinks",
+        )
+    ],
+    check_specs=[AssetCheckSpec("graph_equals_table", asset="graph_sink")],
+    partitions_def=tenant_partitions,
+    backfill_policy=BackfillPolicy.single_run(),
+    retry_policy=IO_RETRY,
+    compute_kind="graph",
+)
+def graph_sink(context: AssetExecutionContext, paths: MemflowPaths, graph: GraphStoreResource):
+    started = time.perf_counter()
+    tables = paths.tables()
+    summary: dict[str, dict] = {}
+    mismatched: dict[str, dict] = {}
+    with graph.open() as store:
+        for scope in tenant_scopes(context):
+            entities = tables.read("entities", scope)
+            facts = tables.read("validated_facts", scope)
+            entities = entities if entities is not None else pl.DataFrame()
+            facts = facts if facts is not None else pl.DataFrame()
+            report = sync_graph(store, scope, entities, facts)
+            equal, diff = graph_equals_table(store, scope, entities, facts)
+            if not equal:
+                mismatched[scope.key] = diff
+            summary[scope.key] = {
+                "entities_written": report.entities_written,
+                "facts_written": report.facts_written,
+                "deleted": report.entities_deleted + report.facts_deleted,
+                "unchanged": report.unchanged,
+                "seconds": round(report.seconds, 3),
+            }
+            context.log.info(f"graph_sink {scope.key}: {summary[scope.key]}")
+    written = sum(v["entities_written"] + v["facts_written"] for v in summary.values())
+    yield MaterializeResult(
+        asset_key="graph_sink",
+        metadata={
+            "backend": graph.backend,
+            "rows_written": written,
+            "rows_deleted": sum(v["deleted"] for v in summary.values()),
+            "rows_unchanged": sum(v["unchanged"] for v in summary.values()),
+            "per_tenant": per_tenant_table(summary),
+            "duration_s": round(time.perf_counter() - started, 3),
+        },
+    )
+    yield AssetCheckResult(
+        check_name="graph_equals_table",
+        asset_key="graph_sink",
+        passed=not mismatched,
+        severity=AssetCheckSeverity.ERROR,
+        metadata={"mismatches": MetadataValue.json(mismatched)},
+    )
+
+
+@multi_asset(
+    specs=[
+        AssetSpec(
+            "vector_sink",
+            deps=["entity_embeddings"],
+            description="The vector store (Milvus) holding the current model's entity-name "
+            "vectors, equal to the embeddings table. Other models' vectors stay.",
+            automation_condition=after_upstream(),
+            partitions_def=tenant_partitions,
+            group_name="sinks",
+        )
+    ],
+    check_specs=[AssetCheckSpec("vectors_equal_table", asset="vector_sink")],
+    partitions_def=tenant_partitions,
+    backfill_policy=BackfillPolicy.single_run(),
+    retry_policy=IO_RETRY,
+    compute_kind="milvus",
+)
+def vector_sink(
+    context: AssetExecutionContext,
+    paths: MemflowPaths,
+    vectors: VectorStoreResource,
+    embedding: EmbeddingModelResource,
+):
+    started = time.perf_counter()
+    summary: dict[str, dict] = {}
+    mismatched: dict[str, dict] = {}
+    model = embedding.model_name() if embedding.identity() != "none" else None
+    if model is None:
+        yield MaterializeResult(
+            asset_key="vector_sink",
+            metadata={"model": "none", "note": "no embedding model configured"},
+        )
+        yield AssetCheckResult(
+            check_name="vectors_equal_table",
+            asset_key="vector_sink",
+            passed=True,
+            metadata={"model": "none"},
+        )
+        return
+    ledger = EmbeddingLedger(paths.data_dir)
+    tables = paths.tables()
+    with vectors.open() as store:
+        for scope in tenant_scopes(context):
+            wanted = tables.read("entity_embeddings", scope)
+            ids = set(wanted["entity_id"].to_list()) if wanted is not None else set()
+            table = vector_table(ledger, model, scope)
+            table = table.filter(pl.col("entity_id").is_in(list(ids)))
+            report = sync_vectors(store, model, scope, table)
+            equal, diff = vectors_equal_table(store, model, scope, table)
+            if not equal:
+                mismatched[scope.key] = diff
+            summary[scope.key] = {
+                "written": report.written,
+                "deleted": report.deleted,
+                "unchanged": report.unchanged,
+                "seconds": round(report.seconds, 3),
+            }
+            context.log.info(f"vector_sink {scope.key}: {summary[scope.key]}")
+    yield MaterializeResult(
+        asset_key="vector_sink",
+        metadata={
+            "model": model,
+            "rows_written": sum(v["written"] for v in summary.values()),
+            "rows_deleted": sum(v["deleted"] for v in summary.values()),
+            "rows_unchanged": sum(v["unchanged"] for v in summary.values()),
+            "per_tenant": per_tenant_table(summary),
+            "duration_s": round(time.perf_counter() - started, 3),
+        },
+    )
+    yield AssetCheckResult(
+        check_name="vectors_equal_table",
+        asset_key="vector_sink",
+        passed=not mismatched,
+        severity=AssetCheckSeverity.ERROR,
+        metadata={"model": model, "mismatches": MetadataValue.json(mismatched)},
+    )
+
+
+__all__ = ["graph_sink", "vector_sink"]

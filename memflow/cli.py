@@ -1,0 +1,193 @@
+"""The `memflow` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+SAMPLE_QUESTION = "which database does the payments service use?"
+
+
+def _common(p: argparse.ArgumentParser, landing: bool = False) -> None:
+    p.add_argument("--data", help="data directory (default ./.memflow or $MEMFLOW_DATA_DIR)")
+    if landing:
+        p.add_argument("--landing", help="landing zone (default ./landing-sample)")
+
+
+def _settings(args: argparse.Namespace) -> dict[str, str]:
+    from memflow import settings
+
+    return settings.apply(
+        {
+            "MEMFLOW_DATA_DIR": getattr(args, "data", None),
+            "MEMFLOW_LANDING_DIR": getattr(args, "landing", None),
+        }
+    )
+
+
+def _scope(text: str):
+    from resources.scope import Scope, ScopeError
+
+    try:
+        return Scope.parse(text)
+    except ScopeError as exc:
+        raise SystemExit(f"memflow: {exc}") from exc
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str, ensure_ascii=False))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    cfg = _settings(args)
+    from memflow.report import format_summary, tenant_summary
+    from memflow.runner import run_all, terminal_progress
+    from resources.tables import TableStore
+
+    outcome = run_all(
+        cfg["MEMFLOW_LANDING_DIR"],
+        cfg["MEMFLOW_DATA_DIR"],
+        progress=terminal_progress(),
+        tenants=args.tenant or None,
+    )
+    for problem in outcome.problems:
+        print(f"landing zone: {problem}", file=sys.stderr)
+    if not outcome.tenants:
+        print(f"no tenants found under {cfg['MEMFLOW_LANDING_DIR']}", file=sys.stderr)
+        return 1
+    tables = TableStore(cfg["MEMFLOW_DATA_DIR"])
+    rows = [tenant_summary(tables, s) for s in outcome.tenants]
+    _attach_store_counts(rows, outcome.tenants)
+    print(
+        f"memflow run: {len(outcome.tenants)} tenants, {outcome.ingest_runs} ingest runs, "
+        f"{outcome.seconds:.1f} s"
+    )
+    print(format_summary(rows))
+    if args.question is not None:
+        question = args.question or SAMPLE_QUESTION
+        tenant = _scope(args.recall_tenant) if args.recall_tenant else outcome.tenants[0]
+        return _recall_print(tenant, question, ranking="auto", as_of=None, as_json=False)
+    return 0
+
+
+def _attach_store_counts(rows: list[dict], scopes: list) -> None:
+    from memflow.status import store_counts
+
+    counts = store_counts(scopes)
+    for row in rows:
+        row.update(counts.get(row["tenant"], {}))
+
+
+def _recall_print(scope, question: str, *, ranking: str, as_of, as_json: bool) -> int:
+    try:
+        from memflow.recall_cli import recall_once
+    except ImportError as exc:  # recall service not installed in this build
+        print(f"memflow: recall unavailable: {exc}", file=sys.stderr)
+        return 1
+    return recall_once(scope, question, ranking=ranking, as_of=as_of, as_json=as_json)
+
+
+def cmd_table(args: argparse.Namespace, asset: str, columns: list[str]) -> int:
+    cfg = _settings(args)
+    from resources.tables import TableStore
+
+    scope = _scope(args.tenant)
+    df = TableStore(cfg["MEMFLOW_DATA_DIR"]).read(asset, scope)
+    if df is None:
+        print(f"memflow: no {asset} stored for {scope} (run `memflow run` first)", file=sys.stderr)
+        return 1
+    if args.json:
+        _print_json(df.to_dicts())
+        return 0
+    import polars as pl
+
+    with pl.Config(tbl_rows=args.limit, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
+        print(df.select([c for c in columns if c in df.columns]).head(args.limit))
+    print(f"{df.height} rows")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    cfg = _settings(args)
+    from memflow.status import status
+
+    report = status(cfg)
+    if args.json:
+        _print_json(report)
+    else:
+        from memflow.status import format_status
+
+        print(format_status(report))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="memflow", description="Agent memory as a Dagster dataflow, with a recall API."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run", help="materialize every asset for every tenant found")
+    _common(p, landing=True)
+    p.add_argument("--tenant", action="append", help="only this ORG/REPO (repeatable)")
+    p.add_argument(
+        "--recall",
+        dest="question",
+        nargs="?",
+        const="",
+        default=None,
+        help="then answer a question (default: a sample question)",
+    )
+    p.add_argument("--recall-tenant", help="tenant for --recall (default: the first)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("facts", help="print a tenant's validated facts")
+    _common(p)
+    p.add_argument("--tenant", required=True, help="ORG/REPO")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(
+        func=lambda a: cmd_table(
+            a,
+            "validated_facts",
+            [
+                "subject",
+                "predicate",
+                "object",
+                "confidence",
+                "valid_from",
+                "valid_to",
+                "source",
+                "session_id",
+                "turn_id",
+            ],
+        )
+    )
+
+    p = sub.add_parser("rejects", help="print a tenant's quarantined rows and reasons")
+    _common(p)
+    p.add_argument("--tenant", required=True, help="ORG/REPO")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(
+        func=lambda a: cmd_table(
+            a, "quarantine", ["stage", "reason", "detail", "source_file", "line_no", "turn_id"]
+        )
+    )
+
+    p = sub.add_parser("status", help="tables, stores and embedding coverage per tenant")
+    _common(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

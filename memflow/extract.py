@@ -1,0 +1,147 @@
+"""Raw turns of one tenant-day -> candidate triples and extraction-stage rejects.
+
+Explicit triples come from the agents' `upsert_graph_triples` tool calls. Text turns (user and
+assistant turns with content and no tool call) go to the configured extraction provider; with no
+provider they are kept in `raw_turns` and counted as awaiting extraction, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from resources.models.base import ExtractionProvider, ModelError, TurnText
+from resources.scope import Scope
+from schemas.tables import QUARANTINE, TRIPLES, conform
+from schemas.triples import (
+    TurnContext,
+    items_to_triples,
+    reject_row,
+    rejects_frame,
+    triples_frame,
+)
+
+EXPLICIT_TOOL = "upsert_graph_triples"
+TEXT_ROLES = ("user", "assistant")
+
+
+@dataclass
+class ExtractionReport:
+    triples: pl.DataFrame
+    rejects: pl.DataFrame
+    turns: int = 0
+    explicit_turns: int = 0
+    text_turns: int = 0
+    awaiting_extraction: int = 0
+    model_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    low_confidence_dropped: int = 0
+    model: str | None = None
+    seconds: float = 0.0
+    rejects_by_reason: dict[str, int] = field(default_factory=dict)
+
+
+def _ctx(row: dict, *, model: str, source: str) -> TurnContext:
+    return TurnContext(
+        tenant_id=row["tenant_id"],
+        ns=row["ns"],
+        day=row["day"],
+        session_id=row["session_id"],
+        turn_id=row["turn_id"],
+        ts=row["ts"],
+        client=row["client"] or "unknown",
+        model=model,
+        source=source,
+        source_file=row.get("source_file"),
+        line_no=row.get("line_no"),
+    )
+
+
+def extract_day(
+    scope: Scope,
+    turns: pl.DataFrame,
+    provider: ExtractionProvider | None,
+    known_entities: Sequence[str] = (),
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> ExtractionReport:
+    started = time.perf_counter()
+    rows: list[dict] = []
+    rejects: list[dict] = []
+    report = ExtractionReport(
+        triples=conform(pl.DataFrame(), TRIPLES), rejects=conform(pl.DataFrame(), QUARANTINE)
+    )
+    records = turns.sort("ts", "session_id", "turn_id").to_dicts()
+    report.turns = len(records)
+
+    text: list[dict] = []
+    for row in records:
+        if row["tenant_id"] != scope.tenant_id or row["ns"] != scope.ns:
+            raise ValueError(f"a turn of {row['tenant_id']}/{row['ns']} reached {scope}")
+        if row.get("tool_name") == EXPLICIT_TOOL and row.get("tool_triples") is not None:
+            report.explicit_turns += 1
+            items = json.loads(row["tool_triples"])
+            got, bad = items_to_triples(items, _ctx(row, model="explicit", source="explicit"))
+            rows += got
+            rejects += bad
+        elif row["role"] in TEXT_ROLES and (row.get("content") or "").strip():
+            text.append(row)
+    report.text_turns = len(text)
+
+    if provider is None:
+        report.awaiting_extraction = len(text)
+    elif text:
+        report.model = provider.model
+        source = "command" if provider.kind == "command" else "llm"
+        by_session: dict[str, list[dict]] = {}
+        for row in text:
+            by_session.setdefault(row["session_id"], []).append(row)
+        for session_id, session_rows in by_session.items():
+            if progress:
+                progress(f"extracting session {session_id} ({len(session_rows)} turns)")
+            batch = provider.extract(
+                [
+                    TurnText(r["session_id"], r["turn_id"], r["role"], r["content"])
+                    for r in session_rows
+                ],
+                known_entities,
+            )
+            report.model_calls += batch.calls
+            report.prompt_tokens += batch.prompt_tokens
+            report.completion_tokens += batch.completion_tokens
+            by_turn = {r["turn_id"]: r for r in session_rows}
+            last = session_rows[-1]
+            for reason, detail in batch.rejects:
+                rejects += _batch_reject(last, provider.model, source, reason, detail)
+            grouped: dict[str, list] = {}
+            for item in batch.items:
+                turn_id = str(item.get("turn_id")) if isinstance(item, dict) else ""
+                grouped.setdefault(turn_id if turn_id in by_turn else last["turn_id"], []).append(
+                    item
+                )
+            for turn_id, items in grouped.items():
+                got, bad = items_to_triples(
+                    items, _ctx(by_turn[turn_id], model=provider.model, source=source)
+                )
+                rows += got
+                rejects += bad
+    report.triples = triples_frame(rows)
+    report.rejects = rejects_frame(rejects)
+    report.rejects_by_reason = dict(Counter(report.rejects["reason"].to_list()))
+    report.low_confidence_dropped = report.rejects_by_reason.get("confidence_below_0.6", 0)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _batch_reject(row: dict, model: str, source: str, reason: str, detail: str) -> list[dict]:
+    ctx = _ctx(row, model=model, source=source)
+    return [reject_row(ctx, "extraction", reason, detail[:500], "")]
+
+
+__all__ = ["EXPLICIT_TOOL", "ExtractionReport", "ModelError", "extract_day"]

@@ -1,0 +1,289 @@
+"""Triples of one repo -> validated facts, entities and quarantine rows.
+
+Rules applied here, in this order: the triple contract (`schemas.triples.triage`), entity
+resolution (one entity per `norm_key`, other spellings kept as aliases), one fact per
+(subject, predicate, object), the per-repo caps (facts already stored always stay; new facts are
+admitted oldest first until a cap is reached, the rest are rejected with a reason), and
+supersession (the old fact is closed at the replacement's `valid_from` and linked to it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import polars as pl
+
+from resources.scope import Scope
+from schemas import ids, rules
+from schemas.redaction import redact
+from schemas.rules import Reason
+from schemas.tables import ENTITIES, FACTS, QUARANTINE, conform
+from schemas.triples import MAX_RECORD_CHARS, triage
+
+
+@dataclass
+class FactsBuild:
+    facts: pl.DataFrame
+    entities: pl.DataFrame
+    rejects: pl.DataFrame  # validation-stage quarantine rows
+    new_facts: int = 0
+    new_entities: int = 0
+    superseded: int = 0
+    rejects_by_reason: dict[str, int] = field(default_factory=dict)
+
+
+def _reject_rows(scope: Scope, rows: list[dict], reason_of: str | None = None) -> list[dict]:
+    out = []
+    for row in rows:
+        reason = reason_of or row["reason"]
+        record = json.dumps(
+            {k: row.get(k) for k in ("subject", "predicate", "object", "confidence")},
+            default=str,
+            sort_keys=True,
+        )
+        record = (redact(record) or "")[:MAX_RECORD_CHARS]
+        out.append(
+            {
+                "reject_id": ids.stable_id(
+                    "q_",
+                    scope.tenant_id,
+                    scope.ns,
+                    "validation",
+                    reason,
+                    row.get("triple_id") or record,
+                ),
+                "tenant_id": scope.tenant_id,
+                "ns": scope.ns,
+                "stage": "validation",
+                "reason": reason,
+                "detail": _detail(reason),
+                "source_file": None,
+                "line_no": None,
+                "session_id": row.get("session_id"),
+                "turn_id": row.get("turn_id"),
+                "record": record,
+            }
+        )
+    return out
+
+
+def _detail(reason: str) -> str:
+    return {
+        Reason.FACT_CAP: f"the repo already holds {rules.MAX_FACTS_PER_REPO} facts",
+        Reason.ENTITY_CAP: f"the repo already holds {rules.MAX_ENTITIES_PER_REPO} entities",
+        Reason.SUPERSEDES_UNKNOWN: "the fact named in supersedes is not stored in this repo; "
+        "the new fact was kept without the link",
+        Reason.SUPERSEDES_OUT_OF_ORDER: "the replacement is older than the fact it supersedes; "
+        "the new fact was kept without the link",
+    }.get(reason, reason.replace("_", " "))
+
+
+def build_facts(
+    scope: Scope,
+    triples: pl.DataFrame,
+    previous_facts: pl.DataFrame | None = None,
+    previous_entities: pl.DataFrame | None = None,
+) -> FactsBuild:
+    prev_f = (
+        conform(previous_facts, FACTS)
+        if previous_facts is not None
+        else conform(pl.DataFrame(), FACTS)
+    )
+    prev_e = (
+        conform(previous_entities, ENTITIES)
+        if previous_entities is not None
+        else conform(pl.DataFrame(), ENTITIES)
+    )
+    foreign = triples.filter((pl.col("tenant_id") != scope.tenant_id) | (pl.col("ns") != scope.ns))
+    if foreign.height:
+        raise ValueError(f"{foreign.height} triples of another scope reached {scope}")
+
+    good, bad = triage(triples)
+    reject_rows = _reject_rows(scope, bad.to_dicts())
+
+    # Entity resolution over every spelling seen (new triples and stored entities).
+    good = good.sort("valid_from", "triple_id")
+    names = pl.concat(
+        [
+            good.select(
+                pl.col("subject").alias("name"), pl.col("subject_type").alias("type"), "valid_from"
+            ),
+            good.select(
+                pl.col("object").alias("name"), pl.col("object_type").alias("type"), "valid_from"
+            ),
+        ]
+    )
+    key_of = {n: ids.norm_key(n) for n in names["name"].unique().to_list()}
+    good = good.with_columns(
+        pl.col("subject").replace_strict(key_of, return_dtype=pl.String).alias("_skey"),
+        pl.col("object").replace_strict(key_of, return_dtype=pl.String).alias("_okey"),
+    )
+    eid_of = {k: ids.entity_id(scope.tenant_id, scope.ns, k) for k in set(key_of.values())}
+    good = good.with_columns(
+        pl.col("_skey").replace_strict(eid_of, return_dtype=pl.String).alias("subject_id"),
+        pl.col("_okey").replace_strict(eid_of, return_dtype=pl.String).alias("object_id"),
+    )
+    fact_ids = [
+        ids.fact_id(scope.tenant_id, scope.ns, s, p, o)
+        for s, p, o in good.select("subject_id", "predicate", "object_id").iter_rows()
+    ]
+    good = good.with_columns(pl.Series("fact_id", fact_ids, dtype=pl.String))
+
+    # One fact per id: the first statement (oldest) carries provenance; best confidence wins.
+    firsts = (
+        good.group_by("fact_id", maintain_order=True)
+        .agg(pl.all().first(), pl.col("confidence").max().alias("_best"))
+        .with_columns(pl.col("_best").alias("confidence"))
+        .drop("_best")
+    )
+
+    stored_ids = set(prev_f["fact_id"].to_list())
+    stored_entities = {r["entity_id"]: r for r in prev_e.to_dicts()}
+    entity_count = len(stored_entities)
+    fact_count = len(stored_ids)
+
+    admitted: list[dict] = []
+    new_entity_ids: set[str] = set()
+    capped: list[tuple[str, dict]] = []
+    for row in firsts.to_dicts():
+        if row["fact_id"] in stored_ids:
+            continue
+        if fact_count >= rules.MAX_FACTS_PER_REPO:
+            capped.append((Reason.FACT_CAP, row))
+            continue
+        needed = {row["subject_id"], row["object_id"]} - stored_entities.keys() - new_entity_ids
+        if entity_count + len(new_entity_ids) + len(needed) > rules.MAX_ENTITIES_PER_REPO:
+            capped.append((Reason.ENTITY_CAP, row))
+            continue
+        new_entity_ids |= needed
+        admitted.append(row)
+        fact_count += 1
+    for reason, row in capped:
+        reject_rows.extend(_reject_rows(scope, [row], reason))
+
+    new = (
+        conform(pl.DataFrame(admitted, infer_schema_length=None), FACTS)
+        if admitted
+        else (conform(pl.DataFrame(), FACTS))
+    )
+    new = new.with_columns(pl.lit(None, dtype=pl.String).alias("superseded_by"))
+    facts = pl.concat([prev_f, new], how="vertical")
+
+    facts, superseded, link_rejects = _apply_supersession(facts, {r["fact_id"] for r in admitted})
+    for reason, row in link_rejects:
+        reject_rows.extend(_reject_rows(scope, [row], reason))
+
+    entities = _entities(scope, good, prev_e, facts)
+    rejects = conform(
+        pl.DataFrame(reject_rows, schema_overrides=QUARANTINE, infer_schema_length=None)
+        if reject_rows
+        else pl.DataFrame(),
+        QUARANTINE,
+    ).unique("reject_id", keep="first", maintain_order=True)
+    by_reason = dict(Counter(rejects["reason"].to_list()))
+    return FactsBuild(
+        facts=facts.sort("valid_from", "fact_id"),
+        entities=entities,
+        rejects=rejects,
+        new_facts=len(admitted),
+        new_entities=entities.height - prev_e.height,
+        superseded=superseded,
+        rejects_by_reason=by_reason,
+    )
+
+
+def _apply_supersession(
+    facts: pl.DataFrame, new_ids: set[str]
+) -> tuple[pl.DataFrame, int, list[tuple[str, dict]]]:
+    """Close each fact a new fact supersedes; links to unknown facts are reported, not kept."""
+    rows = facts.to_dicts()
+    by_id = {r["fact_id"]: r for r in rows}
+    problems: list[tuple[str, dict]] = []
+    closed = 0
+    for row in rows:
+        target_id = row["supersedes"]
+        if row["fact_id"] not in new_ids or not target_id:
+            continue
+        target = by_id.get(target_id)
+        if target is None or target_id == row["fact_id"]:
+            problems.append((Reason.SUPERSEDES_UNKNOWN, row))
+            row["supersedes"] = None
+            continue
+        start: datetime = row["valid_from"]
+        if start < target["valid_from"]:
+            problems.append((Reason.SUPERSEDES_OUT_OF_ORDER, row))
+            row["supersedes"] = None
+            continue
+        if target["valid_to"] is None or target["valid_to"] > start:
+            target["valid_to"] = start
+        if target["superseded_by"] is None:
+            target["superseded_by"] = row["fact_id"]
+        closed += 1
+    out = (
+        conform(pl.DataFrame(rows, schema_overrides=FACTS, infer_schema_length=None), FACTS)
+        if (rows)
+        else facts
+    )
+    return out, closed, problems
+
+
+def _entities(
+    scope: Scope, good: pl.DataFrame, prev: pl.DataFrame, facts: pl.DataFrame
+) -> pl.DataFrame:
+    """Entities referenced by stored facts. Stored entities keep their canonical name."""
+    used = set(facts["subject_id"].to_list()) | set(facts["object_id"].to_list())
+    spellings: dict[str, Counter[str]] = {}
+    types: dict[str, set[str]] = {}
+    first_seen: dict[str, datetime] = {}
+    keys: dict[str, str] = {}
+    for side in ("subject", "object"):
+        for r in good.select(
+            f"{side}_id", side, f"{side}_type", f"_{side[0]}key", "valid_from"
+        ).iter_rows():
+            eid, name, etype, key, ts = r
+            if eid not in used:
+                continue
+            spellings.setdefault(eid, Counter())[name] += 1
+            keys[eid] = key
+            if etype:
+                types.setdefault(eid, set()).add(etype)
+            if eid not in first_seen or ts < first_seen[eid]:
+                first_seen[eid] = ts
+    out: list[dict] = []
+    stored = {r["entity_id"]: r for r in prev.to_dicts()}
+    for eid in sorted(used):
+        old = stored.get(eid)
+        counts = spellings.get(eid, Counter())
+        if old:
+            name = old["name"]
+            aliases = set(old["aliases"] or []) | set(counts)
+            etypes = set(old["types"] or []) | types.get(eid, set())
+            seen = old["first_seen"]
+            key = old["norm_key"]
+        else:
+            if not counts:
+                continue
+            name = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+            aliases = set(counts)
+            etypes = types.get(eid, set())
+            seen = first_seen[eid]
+            key = keys[eid]
+        aliases.discard(name)
+        out.append(
+            {
+                "entity_id": eid,
+                "tenant_id": scope.tenant_id,
+                "ns": scope.ns,
+                "name": name,
+                "norm_key": key,
+                "aliases": sorted(aliases),
+                "types": sorted(etypes),
+                "first_seen": seen,
+            }
+        )
+    if not out:
+        return conform(pl.DataFrame(), ENTITIES)
+    return conform(pl.DataFrame(out, schema_overrides=ENTITIES, infer_schema_length=None), ENTITIES)

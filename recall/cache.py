@@ -1,0 +1,283 @@
+"""Per-scope recall indexes, built once per store version and shared by concurrent requests.
+
+A `ScopeIndex` holds what recall needs of one scope in memory: entity and fact BM25 indexes and
+the facts as numpy columns (endpoints, validity interval, confidence), so a query never scans the
+fact table in Python nor asks the store for more than its version. It is rebuilt only when
+`GraphStore.version(scope)` changes; the version is read *before* the content, so a write racing
+with a build leaves a stale version behind and the next query rebuilds.
+
+Neighbourhood expansion runs here, vectorised, with the store's semantics (see
+`GraphStore.expand`): hop 1 = facts valid at `as_of` touching a seed, hop 2 = facts valid at
+`as_of` touching an entity that a hop-1 fact reached. Doing it in memory lets a hub entity with
+thousands of facts contribute all of them to ranking instead of the first `limit` by confidence.
+`tests/recall/test_expansion.py` checks that it matches the store's own `expand`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from recall.lexical import BM25Index, tokenize
+from resources.graph.base import GraphStore
+from resources.records import EntityRecord, FactRecord
+from resources.scope import Scope
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+OPEN_END = np.iinfo(np.int64).max
+NOT_REACHED = np.iinfo(np.int32).max
+DEFAULT_MAX_SCOPES = 64
+
+
+def to_us(t: datetime) -> int:
+    """Microseconds since the epoch; a naive datetime is taken as UTC."""
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return (t - _EPOCH) // _US
+
+
+def fact_text(fact: FactRecord) -> str:
+    return f"{fact.subject} {fact.predicate} {fact.object}"
+
+
+@dataclass(frozen=True, slots=True)
+class Neighbourhood:
+    """Per fact row: `hop` (0 = not reached, 1 or 2) and `entry` (best entry position reached
+    through, 0-based; NOT_REACHED where hop is 0)."""
+
+    hop: np.ndarray
+    entry: np.ndarray
+
+
+class ScopeIndex:
+    """Immutable snapshot of one scope for recall. Rows: entities first (as the store listed
+    them, sorted by id), then ids that facts name but no entity record has."""
+
+    def __init__(
+        self,
+        scope: Scope,
+        version: str,
+        entities: Sequence[EntityRecord],
+        facts: Sequence[FactRecord],
+    ) -> None:
+        self.scope = scope
+        self.version = version
+        self.entities: list[EntityRecord] = sorted(entities, key=lambda e: e.entity_id)
+        self.entity_ids: list[str] = [e.entity_id for e in self.entities]
+        self.entity_names: list[str] = [e.name for e in self.entities]
+        self.entity_row: dict[str, int] = {eid: i for i, eid in enumerate(self.entity_ids)}
+        self.known_entities = len(self.entities)
+
+        self.facts: list[FactRecord] = sorted(facts, key=lambda f: f.fact_id)
+        self.fact_row: dict[str, int] = {f.fact_id: i for i, f in enumerate(self.facts)}
+        n = len(self.facts)
+        subj = np.empty(n, dtype=np.int32)
+        obj = np.empty(n, dtype=np.int32)
+        valid_from = np.empty(n, dtype=np.int64)
+        valid_to = np.empty(n, dtype=np.int64)
+        confidence = np.empty(n, dtype=np.float32)
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, f in enumerate(self.facts):
+            subj[i] = self._row_for(f.subject_id, f.subject)
+            obj[i] = self._row_for(f.object_id, f.object)
+            valid_from[i] = to_us(f.valid_from)
+            valid_to[i] = OPEN_END if f.valid_to is None else to_us(f.valid_to)
+            confidence[i] = f.confidence
+            groups.setdefault((f.subject_id, f.predicate), []).append(i)
+        self.fact_subject = subj
+        self.fact_object = obj
+        self.fact_valid_from = valid_from
+        self.fact_valid_to = valid_to
+        self.fact_confidence = confidence
+        # Only (subject, predicate) pairs with several facts can hold a contradiction.
+        self.fact_groups: dict[tuple[str, str], tuple[int, ...]] = {
+            k: tuple(v) for k, v in groups.items() if len(v) > 1
+        }
+
+        self.entity_bm25 = BM25Index([self._entity_tokens(e) for e in self.entities])
+        names = self.entity_names
+        aliases = [e.aliases for e in self.entities]
+        self.fact_bm25 = BM25Index(
+            [
+                self._fact_tokens(f, aliases, names, int(subj[i]), int(obj[i]))
+                for i, f in enumerate(self.facts)
+            ]
+        )
+
+    def _row_for(self, entity_id: str, name: str) -> int:
+        row = self.entity_row.get(entity_id)
+        if row is None:
+            row = len(self.entity_ids)
+            self.entity_row[entity_id] = row
+            self.entity_ids.append(entity_id)
+            self.entity_names.append(name)
+        return row
+
+    @staticmethod
+    def _entity_tokens(e: EntityRecord) -> list[str]:
+        tokens = tokenize(e.name)
+        for alias in e.aliases:
+            tokens.extend(tokenize(alias))
+        for kind in e.types:
+            tokens.extend(tokenize(kind))
+        return tokens
+
+    def _fact_tokens(
+        self,
+        f: FactRecord,
+        aliases: list[tuple[str, ...]],
+        names: list[str],
+        subj: int,
+        obj: int,
+    ) -> list[str]:
+        tokens = tokenize(fact_text(f))
+        # Spelling variants of the endpoints let "k8s" reach "deploys to Kubernetes".
+        for row in (subj, obj):
+            if row < self.known_entities:
+                for alias in aliases[row]:
+                    tokens.extend(tokenize(alias))
+        return tokens
+
+    @property
+    def entity_count(self) -> int:
+        return self.known_entities
+
+    def valid_at(self, as_of: datetime) -> np.ndarray:
+        """Boolean mask of facts valid at `as_of`: valid_from <= t < valid_to."""
+        t = to_us(as_of)
+        return (self.fact_valid_from <= t) & (t < self.fact_valid_to)
+
+    def neighbourhood(self, seeds: Sequence[str], hops: int, valid: np.ndarray) -> Neighbourhood:
+        """Facts within `hops` (1 or 2) of the seeds, through valid facts only."""
+        n_facts = len(self.facts)
+        hop = np.zeros(n_facts, dtype=np.int8)
+        entry = np.full(n_facts, NOT_REACHED, dtype=np.int32)
+        seed_pos = np.full(len(self.entity_ids), NOT_REACHED, dtype=np.int32)
+        for pos, eid in enumerate(seeds):
+            row = self.entity_row.get(eid)
+            if row is not None and seed_pos[row] == NOT_REACHED:
+                seed_pos[row] = pos
+        if n_facts == 0:
+            return Neighbourhood(hop, entry)
+        subj, obj = self.fact_subject, self.fact_object
+        via1 = np.minimum(seed_pos[subj], seed_pos[obj])
+        hop1 = valid & (via1 != NOT_REACHED)
+        hop[hop1] = 1
+        entry[hop1] = via1[hop1]
+        if hops >= 2 and hop1.any():
+            # Best entry position each entity is reached through by a hop-1 fact.
+            reach = seed_pos.copy()
+            np.minimum.at(reach, subj[hop1], via1[hop1])
+            np.minimum.at(reach, obj[hop1], via1[hop1])
+            via2 = np.minimum(reach[subj], reach[obj])
+            hop2 = valid & ~hop1 & (via2 != NOT_REACHED)
+            hop[hop2] = 2
+            entry[hop2] = via2[hop2]
+        return Neighbourhood(hop, entry)
+
+    def contradiction_groups(
+        self, rows: Sequence[int], valid: np.ndarray, functional: FunctionalPredicates
+    ) -> dict[int, tuple[int, ...]]:
+        """For each fact row in `rows` whose predicate is single-valued: the other facts valid
+        at the same time with the same subject and predicate but another object."""
+        out: dict[int, tuple[int, ...]] = {}
+        for row in rows:
+            f = self.facts[row]
+            group = self.fact_groups.get((f.subject_id, f.predicate))
+            if not group or not functional(f.predicate):
+                continue
+            others = tuple(
+                g for g in group if g != row and valid[g] and self.facts[g].object_id != f.object_id
+            )
+            if others:
+                out[row] = others
+        return out
+
+
+class FunctionalPredicates:
+    """Decides which predicates hold one value per subject at a time, where two valid facts
+    with different objects contradict each other ("user PREFERS_EDITOR vim" vs "... emacs").
+
+    A predicate is single-valued when it is named in `exact`, or when one of its words
+    (split at "_") is in `words`. Multi-valued predicates such as USES or DEPENDS_ON are never
+    flagged: two objects there are normal, not a conflict.
+    """
+
+    DEFAULT_WORDS: frozenset[str] = frozenset(
+        {
+            "PREFERS", "PREFERRED", "PREFERENCE", "FAVORITE", "FAVOURITE", "DEFAULT", "PRIMARY",
+            "CURRENT", "VERSION", "PORT", "OWNER", "OWNED", "LEAD", "LED", "MAINTAINER",
+            "LICENSE", "LICENSED", "LOCATED", "TIMEZONE", "DEADLINE", "STATUS", "ROLE",
+        }
+    )  # fmt: skip
+    DEFAULT_EXACT: frozenset[str] = frozenset({"IS", "IS_A", "EQUALS", "HAS_VALUE", "SET_TO"})
+
+    def __init__(
+        self, words: frozenset[str] | None = None, exact: frozenset[str] | None = None
+    ) -> None:
+        self.words = self.DEFAULT_WORDS if words is None else frozenset(words)
+        self.exact = self.DEFAULT_EXACT if exact is None else frozenset(exact)
+
+    def __call__(self, predicate: str) -> bool:
+        return predicate in self.exact or any(w in self.words for w in predicate.split("_"))
+
+
+class ScopeIndexCache:
+    """LRU of `ScopeIndex` per scope, checked against `store.version(scope)` on every get.
+
+    Thread-safe: concurrent requests for one scope wait for a single build; requests for other
+    scopes are not blocked by it.
+    """
+
+    def __init__(self, store: GraphStore, *, max_scopes: int = DEFAULT_MAX_SCOPES) -> None:
+        if max_scopes < 1:
+            raise ValueError("max_scopes must be at least 1")
+        self._store = store
+        self._max = max_scopes
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[Scope, ScopeIndex] = OrderedDict()
+        self._build_locks: dict[Scope, threading.Lock] = {}
+        self.builds = 0  # how many indexes were built (for tests and benchmarks)
+
+    def get(self, scope: Scope) -> ScopeIndex:
+        version = self._store.version(scope)
+        hit = self._lookup(scope, version)
+        if hit is not None:
+            return hit
+        with self._lock:
+            build_lock = self._build_locks.setdefault(scope, threading.Lock())
+        with build_lock:
+            hit = self._lookup(scope, version)
+            if hit is not None:
+                return hit
+            version = self._store.version(scope)
+            index = ScopeIndex(
+                scope, version, self._store.entities(scope), self._store.facts(scope)
+            )
+            with self._lock:
+                self.builds += 1
+                self._entries[scope] = index
+                self._entries.move_to_end(scope)
+                while len(self._entries) > self._max:
+                    old, _ = self._entries.popitem(last=False)
+                    self._build_locks.pop(old, None)
+            return index
+
+    def _lookup(self, scope: Scope, version: str) -> ScopeIndex | None:
+        with self._lock:
+            index = self._entries.get(scope)
+            if index is None or index.version != version:
+                return None
+            self._entries.move_to_end(scope)
+            return index
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._build_locks.clear()

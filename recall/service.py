@@ -1,0 +1,472 @@
+"""The recall service: gate -> lexical and vector legs -> RRF -> expansion -> fact selection.
+
+Usage (what an HTTP layer builds on)::
+
+    service = RecallService(graph, vectors, embedder, current_model="all-MiniLM-L6-v2")
+    answer = service.recall(Scope("acme", "payments"), "which database do we use?")
+    answer.facts, answer.entities, answer.mode, answer.warnings, answer.timings_ms
+
+- `recall()` returns a `RecallAnswer`; a gated query comes back with `skipped=True` and a
+  `skip_reason`. `ranking="semantic"` or `"hybrid"` raises `SemanticUnavailable` (code
+  `semantic_unavailable`) when no query vector can be had; `"auto"` then answers by names and
+  says why in `warnings`. Bad arguments raise `RecallError` (a ValueError, code
+  `invalid_request`).
+- `search_entities()` and `subgraph()` serve the entity-search and subgraph endpoints.
+- A scope the stores do not know answers empty, exactly like a scope without matches.
+- Thread-safe: one instance serves concurrent requests; per-scope indexes are built once per
+  store version (see `recall.cache`). The service never closes the stores it was given.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+
+from recall.cache import DEFAULT_MAX_SCOPES, FunctionalPredicates, ScopeIndex, ScopeIndexCache
+from recall.fusion import NAME_LEG, RRF_K, VECTOR_LEG, Fused, rrf
+from recall.gate import SkipReason, gate
+from recall.lexical import query_tokens
+from recall.models import (
+    RANKINGS,
+    EntityCard,
+    EntityMatch,
+    EntitySearchAnswer,
+    EntryEntity,
+    Mode,
+    Provenance,
+    Ranking,
+    RecallAnswer,
+    RecalledFact,
+    RecallError,
+    RecallWarning,
+    SemanticUnavailable,
+    SubgraphAnswer,
+    Timings,
+)
+from recall.ranking import Selected, select_facts
+from recall.vector_leg import (
+    DEFAULT_COVERAGE_TTL_S,
+    DEFAULT_EMBED_TIMEOUT_S,
+    VectorLeg,
+    VectorUnavailable,
+)
+from resources.graph.base import MAX_HOPS, GraphStore
+from resources.models.base import EmbeddingProvider
+from resources.records import EntityRecord, FactRecord, VectorHit
+from resources.scope import Scope
+from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore
+
+__all__ = ["RecallConfig", "RecallError", "RecallService", "SemanticUnavailable"]
+
+MAX_QUERY_CHARS = 4096
+MAX_LIMIT = 200
+MAX_ENTITIES = 50
+
+
+@dataclass(frozen=True, slots=True)
+class RecallConfig:
+    """Tuning knobs; the defaults are the ones the quality benchmark measured."""
+
+    name_candidates: int = 50  # depth of the lexical entity list fed to fusion
+    vector_candidates: int = 50  # k asked of the vector store (also feeds fact selection)
+    min_cosine: float = DEFAULT_MIN_COSINE
+    rrf_k: int = RRF_K
+    fact_leg: int = 0  # facts the scope-wide fact BM25 may add outside the neighbourhood
+    embed_timeout_s: float = DEFAULT_EMBED_TIMEOUT_S
+    coverage_ttl_s: float = DEFAULT_COVERAGE_TTL_S
+    max_cached_scopes: int = DEFAULT_MAX_SCOPES
+    functional: FunctionalPredicates = field(default_factory=FunctionalPredicates)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.laps[stage] = self.laps.get(stage, 0.0) + (now - self.last) * 1000.0
+        self.last = now
+
+    def timings(self) -> Timings:
+        total = (time.perf_counter() - self.start) * 1000.0
+        return Timings(**{k: round(v, 3) for k, v in self.laps.items()}, total=round(total, 3))
+
+
+@dataclass(slots=True)
+class _Legs:
+    mode: Mode
+    model: str | None = None
+    hits: list[VectorHit] = field(default_factory=list)
+    warnings: list[RecallWarning] = field(default_factory=list)
+
+
+class RecallService:
+    """Answers recall, entity-search and subgraph requests over a graph and a vector store.
+
+    `embedder` is one provider, or a mapping of model name -> provider when a previous model
+    must keep serving during a re-embed (see `recall.vector_leg` for the rule).
+    `current_model` defaults to the single provider's model.
+    """
+
+    def __init__(
+        self,
+        graph: GraphStore,
+        vectors: VectorStore | None = None,
+        embedder: EmbeddingProvider | Mapping[str, EmbeddingProvider] | None = None,
+        *,
+        current_model: str | None = None,
+        config: RecallConfig | None = None,
+    ) -> None:
+        self.graph = graph
+        self.config = config or RecallConfig()
+        if embedder is None:
+            providers: dict[str, EmbeddingProvider] = {}
+        elif isinstance(embedder, EmbeddingProvider):
+            providers = {embedder.model: embedder}
+        else:
+            providers = dict(embedder)
+        if current_model is None and providers:
+            current_model = next(iter(providers))
+        self.current_model = current_model
+        self.indexes = ScopeIndexCache(graph, max_scopes=self.config.max_cached_scopes)
+        self.vector_leg = VectorLeg(
+            vectors,
+            providers,
+            current_model,
+            embed_timeout_s=self.config.embed_timeout_s,
+            coverage_ttl_s=self.config.coverage_ttl_s,
+        )
+
+    def close(self) -> None:
+        """Stop the embedding thread pool; the stores and providers stay open (not ours)."""
+        self.vector_leg.close()
+
+    def __enter__(self) -> RecallService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- recall ------------------------------------------------------------------------------
+
+    def recall(
+        self,
+        scope: Scope,
+        query: str,
+        *,
+        ranking: Ranking = "auto",
+        as_of: datetime | None = None,
+        hops: int = 2,
+        limit: int = 40,
+        k_entities: int = 8,
+    ) -> RecallAnswer:
+        """Facts of `scope` that answer `query`, valid at `as_of` (default: now, UTC; a naive
+        datetime is taken as UTC), from up to `k_entities` entry entities and `hops` hops."""
+        _check_ranking(ranking)
+        _check_range("hops", hops, 1, MAX_HOPS)
+        _check_range("limit", limit, 1, MAX_LIMIT)
+        _check_range("k_entities", k_entities, 1, MAX_ENTITIES)
+        when = _as_of(as_of)
+        clock = _Clock()
+        reason = gate(query)
+        clock.lap("gate")
+        if reason is not None:
+            return RecallAnswer(
+                scope=scope.key,
+                as_of=when,
+                ranking=ranking,
+                mode="names",
+                skipped=True,
+                skip_reason=reason.value,
+                timings_ms=clock.timings(),
+            )
+        warnings: list[RecallWarning] = []
+        text = _clip(query, warnings)
+
+        index = self.indexes.get(scope)
+        semantic_only = ranking == "semantic"
+        tokens = [] if semantic_only else query_tokens(text)
+        names = [] if semantic_only else self._name_leg(index, tokens)
+        fact_lexical = index.fact_bm25.scores(tokens)
+        clock.lap("lexical")
+
+        legs = self._vector_legs(scope, index, text, ranking, clock)
+        warnings.extend(legs.warnings)
+        fused = rrf(
+            {NAME_LEG: names, VECTOR_LEG: [h.entity_id for h in legs.hits]},
+            k=self.config.rrf_k,
+            limit=k_entities,
+        )
+        clock.lap("fuse")
+
+        valid = index.valid_at(when)
+        hood = index.neighbourhood([f.item for f in fused], hops, valid)
+        clock.lap("expand")
+
+        cosine = None
+        if legs.mode != "names":
+            cosine = np.zeros(len(index.entity_ids), dtype=np.float32)
+            for hit in legs.hits:
+                cosine[index.entity_row[hit.entity_id]] = hit.score
+        selected = select_facts(
+            index,
+            hood,
+            valid,
+            lexical=fact_lexical,
+            entity_cosine=cosine,
+            limit=limit,
+            functional=self.config.functional,
+            fact_leg=self.config.fact_leg,
+            k=self.config.rrf_k,
+        )
+        facts = [_recalled(index, s) for s in selected]
+        clock.lap("select")
+        return RecallAnswer(
+            scope=scope.key,
+            as_of=when,
+            ranking=ranking,
+            mode=legs.mode,
+            embedding_model=legs.model,
+            entities=[_entry(index, f) for f in fused],
+            facts=facts,
+            warnings=warnings,
+            timings_ms=clock.timings(),
+        )
+
+    def _name_leg(self, index: ScopeIndex, tokens: Sequence[str]) -> list[str]:
+        hits = index.entity_bm25.top(tokens, self.config.name_candidates)
+        return [index.entity_ids[row] for row, _ in hits]
+
+    def _vector_legs(
+        self, scope: Scope, index: ScopeIndex, query: str, ranking: str, clock: _Clock
+    ) -> _Legs:
+        """The vector leg's hits, or the reason there are none (raised unless `auto`)."""
+        names_mode: Mode = "names"
+        if ranking == "lexical":
+            return _Legs(names_mode)
+        try:
+            leg = self.vector_leg
+            choice = leg.choose_model(scope, index.entity_count)
+            vector = leg.embed(choice.model, query)
+            clock.lap("embed")
+            hits = leg.nearest(
+                choice.model,
+                scope,
+                vector,
+                k=self.config.vector_candidates,
+                min_cosine=self.config.min_cosine,
+            )
+            clock.lap("vector")
+        except VectorUnavailable as err:
+            clock.lap("embed")
+            if ranking != "auto":
+                raise SemanticUnavailable(err.code) from err
+            return _Legs(
+                names_mode,
+                warnings=[
+                    RecallWarning(
+                        code="names_only",
+                        message=f"semantic ranking unavailable ({err.code}); answered by names",
+                    )
+                ],
+            )
+        warnings = []
+        if choice.model != self.current_model:
+            warnings.append(
+                RecallWarning(
+                    code="previous_model",
+                    message=f"vectors of {choice.model} served: {self.current_model} does not "
+                    "cover this scope yet",
+                )
+            )
+        if choice.partial:
+            warnings.append(
+                RecallWarning(
+                    code="partial_coverage",
+                    message=f"vectors of {choice.model} do not cover every entity yet",
+                )
+            )
+        known = [h for h in hits if h.entity_id in index.entity_row]
+        mode: Mode = "semantic" if ranking == "semantic" else "hybrid"
+        return _Legs(mode, choice.model, known, warnings)
+
+    # -- entity search -----------------------------------------------------------------------
+
+    def search_entities(
+        self, scope: Scope, q: str, limit: int = 10, *, ranking: Ranking = "auto"
+    ) -> EntitySearchAnswer:
+        """Entities of `scope` by name, alias, type and (when available) vector similarity."""
+        _check_ranking(ranking)
+        _check_range("limit", limit, 1, MAX_LIMIT)
+        reason = gate(q)
+        if reason in (SkipReason.EMPTY, SkipReason.NO_WORDS):
+            return EntitySearchAnswer(
+                scope=scope.key, ranking=ranking, mode="names", skipped=True,
+                skip_reason=reason.value,
+            )  # fmt: skip
+        warnings: list[RecallWarning] = []
+        text = _clip(q, warnings)
+        index = self.indexes.get(scope)
+        names = [] if ranking == "semantic" else self._name_leg(index, query_tokens(text))
+        legs = self._vector_legs(scope, index, text, ranking, _Clock())
+        fused = rrf(
+            {NAME_LEG: names, VECTOR_LEG: [h.entity_id for h in legs.hits]},
+            k=self.config.rrf_k,
+            limit=limit,
+        )
+        matches = []
+        for f in fused:
+            e = index.entities[index.entity_row[f.item]]
+            matches.append(
+                EntityMatch(
+                    **_card(e).model_dump(), via=f.via, ranks=f.ranks, score=round(f.score, 6)
+                )
+            )
+        return EntitySearchAnswer(
+            scope=scope.key,
+            ranking=ranking,
+            mode=legs.mode,
+            embedding_model=legs.model,
+            entities=matches,
+            warnings=warnings + legs.warnings,
+        )
+
+    # -- subgraph ----------------------------------------------------------------------------
+
+    def subgraph(
+        self,
+        scope: Scope,
+        entity_ids: Iterable[str],
+        hops: int = 1,
+        as_of: datetime | None = None,
+        limit: int = 40,
+    ) -> SubgraphAnswer:
+        """Facts within `hops` of the given entities, valid at `as_of`, in the store's order
+        (hop, confidence, fact id). Ids the scope does not hold are ignored."""
+        _check_range("hops", hops, 1, MAX_HOPS)
+        _check_range("limit", limit, 1, MAX_LIMIT)
+        when = _as_of(as_of)
+        wanted = list(dict.fromkeys(entity_ids))[:MAX_LIMIT]
+        seeds = [e.entity_id for e in self.graph.get_entities(scope, wanted)]
+        expanded = (
+            self.graph.expand(scope, seeds, hops=hops, limit=limit, as_of=when) if seeds else []
+        )
+        records = [x.fact for x in expanded]
+        conflicts = _conflicts_among(records, self.config.functional)
+        facts = [
+            _fact_model(
+                x.fact, hop=x.hop, score=None, contradicts=conflicts.get(x.fact.fact_id, ())
+            )
+            for x in expanded
+        ]
+        touched = list(
+            dict.fromkeys([*seeds, *(i for f in records for i in (f.subject_id, f.object_id))])
+        )
+        found = {e.entity_id: e for e in self.graph.get_entities(scope, touched)}
+        return SubgraphAnswer(
+            scope=scope.key,
+            as_of=when,
+            hops=hops,
+            entities=[_card(found[i]) for i in touched if i in found],
+            facts=facts,
+        )
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _check_ranking(ranking: str) -> None:
+    if ranking not in RANKINGS:
+        raise RecallError(f"ranking must be one of {', '.join(RANKINGS)}")
+
+
+def _check_range(name: str, value: int, low: int, high: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise RecallError(f"{name} must be an integer from {low} to {high}")
+
+
+def _as_of(as_of: datetime | None) -> datetime:
+    if as_of is None:
+        return datetime.now(UTC)
+    return as_of.replace(tzinfo=UTC) if as_of.tzinfo is None else as_of.astimezone(UTC)
+
+
+def _clip(query: str, warnings: list[RecallWarning]) -> str:
+    if len(query) <= MAX_QUERY_CHARS:
+        return query
+    warnings.append(
+        RecallWarning(
+            code="query_truncated", message=f"only the first {MAX_QUERY_CHARS} characters used"
+        )
+    )
+    return query[:MAX_QUERY_CHARS]
+
+
+def _card(e: EntityRecord) -> EntityCard:
+    return EntityCard(
+        entity_id=e.entity_id, name=e.name, aliases=list(e.aliases), types=list(e.types)
+    )
+
+
+def _entry(index: ScopeIndex, f: Fused) -> EntryEntity:
+    return EntryEntity(
+        entity_id=f.item,
+        name=index.entity_names[index.entity_row[f.item]],
+        via=f.via,  # type: ignore[arg-type]
+        ranks=f.ranks,
+        score=round(f.score, 6),
+    )
+
+
+def _fact_model(
+    f: FactRecord, *, hop: int | None, score: float | None, contradicts: Iterable[str]
+) -> RecalledFact:
+    return RecalledFact(
+        fact_id=f.fact_id,
+        subject_id=f.subject_id,
+        subject=f.subject,
+        predicate=f.predicate,
+        object_id=f.object_id,
+        object=f.object,
+        confidence=f.confidence,
+        valid_from=f.valid_from,
+        valid_to=f.valid_to,
+        provenance=Provenance(
+            session_id=f.session_id, turn_id=f.turn_id, client=f.client, model=f.model
+        ),
+        hop=hop,
+        score=score,
+        contradicts=list(contradicts),
+    )
+
+
+def _recalled(index: ScopeIndex, s: Selected) -> RecalledFact:
+    return _fact_model(
+        index.facts[s.row],
+        hop=s.hop,
+        score=round(s.score, 6),
+        contradicts=[index.facts[r].fact_id for r in s.contradicts],
+    )
+
+
+def _conflicts_among(
+    facts: Sequence[FactRecord], functional: FunctionalPredicates
+) -> dict[str, tuple[str, ...]]:
+    """fact_id -> ids of the other facts in `facts` with the same subject and single-valued
+    predicate but another object (all of them valid at the same time by construction)."""
+    groups: dict[tuple[str, str], list[FactRecord]] = {}
+    for f in facts:
+        if functional(f.predicate):
+            groups.setdefault((f.subject_id, f.predicate), []).append(f)
+    out: dict[str, tuple[str, ...]] = {}
+    for members in groups.values():
+        for f in members:
+            others = tuple(g.fact_id for g in members if g.object_id != f.object_id)
+            if others:
+                out[f.fact_id] = others
+    return out

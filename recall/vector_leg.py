@@ -1,0 +1,177 @@
+"""The vector leg: embed the query with the model the scope's vectors were made with, then ask
+the vector store for the nearest entity names (cosine >= 0.4).
+
+Which model serves a scope (vectors of two models never mix):
+
+1. The current model, when its vectors cover the scope (vectors held >= entities) and a
+   provider for it is configured.
+2. Otherwise the first other model, in the order the providers were given, whose vectors cover
+   the scope and that has a provider: recall keeps serving the previous model while a re-embed
+   to the new one is under way.
+3. Otherwise, if a previous model covers the scope but no provider for it is configured, there
+   are no usable vectors ("provider_unavailable"): partial vectors of the new model are not
+   used while complete ones of an old model exist.
+4. Otherwise, when the current model holds some vectors, they are used (a first embedding of the
+   scope is under way) and the answer carries a `partial_coverage` warning.
+5. Otherwise there are no vectors for this scope ("not_embedded").
+
+Coverage comes from `VectorStore.models(scope)`; it is cached for a few seconds per scope so a
+query does not pay for a count, and re-read at once when the scope's entity count changes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+
+import httpx
+
+from resources.models.base import EmbeddingProvider, ModelError
+from resources.records import VectorHit
+from resources.scope import Scope
+from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore, VectorStoreError
+
+DEFAULT_EMBED_TIMEOUT_S = 5.0
+DEFAULT_COVERAGE_TTL_S = 5.0
+QUERY_VECTOR_CACHE = 512
+
+
+class VectorUnavailable(Exception):
+    """No vectors for this query; `code` says why (never the query itself)."""
+
+    def __init__(self, code: str, detail: str = "") -> None:
+        super().__init__(f"{code}: {detail}" if detail else code)
+        self.code = code
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    model: str
+    partial: bool = False  # the model's vectors do not cover every entity yet
+
+
+class VectorLeg:
+    """Thread-safe; one per service. Owns a small thread pool so an embedding call can be given
+    up on after `embed_timeout_s` (the provider's own retries may take much longer)."""
+
+    def __init__(
+        self,
+        vectors: VectorStore | None,
+        providers: Mapping[str, EmbeddingProvider],
+        current_model: str | None,
+        *,
+        embed_timeout_s: float = DEFAULT_EMBED_TIMEOUT_S,
+        coverage_ttl_s: float = DEFAULT_COVERAGE_TTL_S,
+        executor: Executor | None = None,
+    ) -> None:
+        self.vectors = vectors
+        self.providers = dict(providers)
+        self.current_model = current_model
+        self.embed_timeout_s = embed_timeout_s
+        self.coverage_ttl_s = coverage_ttl_s
+        self._own_executor = executor is None
+        self._executor = executor or ThreadPoolExecutor(
+            max_workers=4, thread_name_prefix="recall-embed"
+        )
+        self._lock = threading.Lock()
+        self._coverage: dict[Scope, tuple[float, int, dict[str, tuple[int, int]]]] = {}
+        self._query_vectors: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
+
+    @property
+    def configured(self) -> bool:
+        return self.vectors is not None and bool(self.providers)
+
+    def choose_model(self, scope: Scope, entity_count: int) -> ModelChoice:
+        """The model whose vectors answer for `scope` now (rules in the module docstring)."""
+        if self.vectors is None:
+            raise VectorUnavailable("no_vector_store")
+        if not self.providers or self.current_model is None:
+            raise VectorUnavailable("no_embedder")
+        held = self._models(scope, entity_count)
+
+        def covers(model: str) -> bool:
+            return model in held and held[model][1] >= entity_count
+
+        current = self.current_model
+        if covers(current) and current in self.providers:
+            return ModelChoice(current)
+        for model in self.providers:
+            if model != current and covers(model):
+                return ModelChoice(model)
+        if any(covers(m) for m in held if m != current):
+            raise VectorUnavailable("provider_unavailable", "no provider for the covering model")
+        if current in held and held[current][1] > 0 and current in self.providers:
+            return ModelChoice(current, partial=True)
+        raise VectorUnavailable("not_embedded")
+
+    def _models(self, scope: Scope, entity_count: int) -> dict[str, tuple[int, int]]:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._coverage.get(scope)
+        if cached and cached[1] == entity_count and now - cached[0] < self.coverage_ttl_s:
+            return cached[2]
+        assert self.vectors is not None
+        try:
+            held = self.vectors.models(scope)
+        except (VectorStoreError, OSError) as err:
+            raise VectorUnavailable("vector_store_failed", type(err).__name__) from err
+        with self._lock:
+            self._coverage[scope] = (now, entity_count, held)
+        return held
+
+    def embed(self, model: str, query: str) -> list[float]:
+        """The query's vector under `model`; raises VectorUnavailable on failure or timeout."""
+        key = (model, query)
+        with self._lock:
+            hit = self._query_vectors.get(key)
+            if hit is not None:
+                self._query_vectors.move_to_end(key)
+                return hit
+        provider = self.providers.get(model)
+        if provider is None:
+            raise VectorUnavailable("provider_unavailable", "no provider for the model")
+        future = self._executor.submit(provider.embed, [query])
+        try:
+            vectors = future.result(timeout=self.embed_timeout_s)
+        except FutureTimeout as err:
+            future.cancel()
+            raise VectorUnavailable(
+                "embedding_timeout", f"after {self.embed_timeout_s:g} s"
+            ) from err
+        except (ModelError, httpx.HTTPError, OSError, TimeoutError, ValueError) as err:
+            # The message may quote the server's answer (which can echo input): name the type.
+            raise VectorUnavailable("embedding_failed", type(err).__name__) from err
+        if len(vectors) != 1 or not vectors[0]:
+            raise VectorUnavailable("embedding_failed", "provider returned no vector")
+        vector = [float(x) for x in vectors[0]]
+        with self._lock:
+            self._query_vectors[key] = vector
+            while len(self._query_vectors) > QUERY_VECTOR_CACHE:
+                self._query_vectors.popitem(last=False)
+        return vector
+
+    def nearest(
+        self,
+        model: str,
+        scope: Scope,
+        vector: Sequence[float],
+        *,
+        k: int,
+        min_cosine: float = DEFAULT_MIN_COSINE,
+    ) -> list[VectorHit]:
+        assert self.vectors is not None
+        try:
+            hits = self.vectors.nearest(model, scope, vector, k=k, min_cosine=min_cosine)
+        except (VectorStoreError, ValueError, OSError) as err:
+            raise VectorUnavailable("vector_store_failed", type(err).__name__) from err
+        return [h for h in hits if h.score >= min_cosine]
+
+    def close(self) -> None:
+        if self._own_executor and isinstance(self._executor, ThreadPoolExecutor):
+            self._executor.shutdown(wait=False, cancel_futures=True)

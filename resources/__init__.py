@@ -1,0 +1,1 @@
+"""memflow resources. Plain classes here import no Dagster; `resources.dagster` wraps them."""

@@ -1,0 +1,45 @@
+"""Tenant scope: the (org, repo) pair that travels with every row and every query."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class ScopeError(ValueError):
+    """A tenant or namespace is missing or not a valid org/repo name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """`tenant_id` is the org, `ns` the repo (the graph). Both are required everywhere."""
+
+    tenant_id: str
+    ns: str
+
+    def __post_init__(self) -> None:
+        for label, value in (("tenant_id", self.tenant_id), ("ns", self.ns)):
+            if not isinstance(value, str) or not value:
+                raise ScopeError(f"{label} is required")
+            if not _PART.match(value) or ".." in value:
+                raise ScopeError(
+                    f"{label} {value!r} is not a valid name "
+                    "(letters, digits, '.', '_', '-'; at most 100 characters)"
+                )
+
+    @property
+    def key(self) -> str:
+        """The Dagster partition key and CLI spelling: ``org/repo``."""
+        return f"{self.tenant_id}/{self.ns}"
+
+    @classmethod
+    def parse(cls, key: str) -> Scope:
+        org, sep, repo = (key or "").partition("/")
+        if not sep:
+            raise ScopeError(f"tenant {key!r} must be spelled ORG/REPO")
+        return cls(org, repo)
+
+    def __str__(self) -> str:
+        return self.key

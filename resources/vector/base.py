@@ -1,0 +1,77 @@
+"""The vector store interface. Every backend passes tests/contract/test_vector_store.py."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+
+from resources.records import VectorHit
+from resources.scope import Scope
+
+DEFAULT_MIN_COSINE = 0.4
+
+
+class VectorStoreError(RuntimeError):
+    """A store operation failed; the message names the backend and its endpoint."""
+
+
+class VectorStore(ABC):
+    """Entity-name vectors, kept per embedding model: two models never share a collection."""
+
+    backend: str = "abstract"
+
+    @abstractmethod
+    def upsert(
+        self,
+        model: str,
+        dim: int,
+        scope: Scope,
+        items: Sequence[tuple[str, str, Sequence[float]]],
+    ) -> int:
+        """Write (entity_id, text_hash, vector) rows for `model`; returns rows written.
+
+        Raises ValueError if `dim` differs from the model's earlier vectors.
+        """
+
+    @abstractmethod
+    def nearest(
+        self,
+        model: str,
+        scope: Scope,
+        vector: Sequence[float],
+        *,
+        k: int = 8,
+        min_cosine: float = DEFAULT_MIN_COSINE,
+    ) -> list[VectorHit]:
+        """Up to `k` entities of the scope by cosine, best first, none below `min_cosine`.
+
+        Hits of any other tenant or namespace are dropped after the search too.
+        """
+
+    @abstractmethod
+    def missing(self, model: str, scope: Scope, wanted: Mapping[str, str]) -> list[str]:
+        """Ids in `wanted` (entity_id -> text_hash) with no vector for `model` or a stale hash."""
+
+    @abstractmethod
+    def ids(self, model: str, scope: Scope) -> dict[str, str]:
+        """entity_id -> text_hash of every vector the scope holds for `model`."""
+
+    @abstractmethod
+    def delete(self, model: str, scope: Scope, entity_ids: Sequence[str]) -> int: ...
+
+    @abstractmethod
+    def models(self, scope: Scope) -> dict[str, tuple[int, int]]:
+        """model -> (dimension, vectors held for the scope)."""
+
+    @abstractmethod
+    def delete_scope(self, scope: Scope) -> None:
+        """Remove the scope's vectors of every model."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def __enter__(self) -> VectorStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,138 @@
+"""pandera (polars) contracts for every table. Built from the rules in `rules.py`.
+
+Validation is explicit (``Contract.validate(df)`` inside an asset or a blocking asset check)
+rather than through a Dagster type: dagster-pandera's polars support is beta and clashes with
+polars IO-manager type resolution.
+"""
+
+from __future__ import annotations
+
+import pandera.polars as pa
+import polars as pl
+from pandera.api.polars.types import PolarsData
+
+from schemas import rules
+
+
+def _no_secrets(data: PolarsData) -> pl.LazyFrame:
+    # Imported here: redaction compiles its detectors once, and only validation needs them.
+    from schemas.redaction import redact_series
+
+    series = data.lazyframe.select(pl.col(data.key)).collect().to_series()
+    return pl.LazyFrame({data.key: (redact_series(series) == series).fill_null(True)})
+
+
+_NAME_LENGTH = {"min_value": 1, "max_value": rules.MAX_NAME_CHARS}
+
+
+class _Scoped(pa.DataFrameModel):
+    tenant_id: str = pa.Field(nullable=False, str_matches=rules.SCOPE_PATTERN)
+    ns: str = pa.Field(nullable=False, str_matches=rules.SCOPE_PATTERN)
+
+    class Config:
+        strict = False
+        coerce = False
+
+
+class TurnContract(_Scoped):
+    turn_key: str = pa.Field(nullable=False, unique=True)
+    day: str = pa.Field(nullable=False, str_matches=r"^\d{4}-\d{2}-\d{2}$")
+    session_id: str = pa.Field(nullable=False)
+    turn_id: str = pa.Field(nullable=False)
+    ts: pl.Datetime(time_unit="us", time_zone="UTC") = pa.Field(nullable=False)  # type: ignore[valid-type]
+    role: str = pa.Field(nullable=False, isin=list(rules.ROLES))
+    content: str = pa.Field(nullable=True)
+    content_sha256: str = pa.Field(nullable=False)
+    tool_triples: str = pa.Field(nullable=True)
+
+    @pa.check("content", name="redacted")
+    @classmethod
+    def content_redacted(cls, data: PolarsData) -> pl.LazyFrame:
+        return _no_secrets(data)
+
+    @pa.check("tool_triples", name="redacted")
+    @classmethod
+    def tool_triples_redacted(cls, data: PolarsData) -> pl.LazyFrame:
+        return _no_secrets(data)
+
+
+class TripleContract(_Scoped):
+    triple_id: str = pa.Field(nullable=False)
+    subject: str = pa.Field(nullable=False, str_length=_NAME_LENGTH)
+    object: str = pa.Field(nullable=False, str_length=_NAME_LENGTH)
+    predicate: str = pa.Field(
+        nullable=False,
+        str_matches=rules.PREDICATE_PATTERN,
+        str_length={"max_value": rules.MAX_PREDICATE_CHARS},
+    )
+    confidence: float = pa.Field(nullable=False, ge=rules.MIN_CONFIDENCE, le=rules.MAX_CONFIDENCE)
+    valid_from: pl.Datetime(time_unit="us", time_zone="UTC") = pa.Field(nullable=False)  # type: ignore[valid-type]
+    session_id: str = pa.Field(nullable=False)
+    turn_id: str = pa.Field(nullable=False)
+    client: str = pa.Field(nullable=False)
+    model: str = pa.Field(nullable=False)
+    source: str = pa.Field(nullable=False, isin=["explicit", "llm", "command"])
+
+    @pa.check("subject", "object", name="redacted")
+    @classmethod
+    def names_redacted(cls, data: PolarsData) -> pl.LazyFrame:
+        return _no_secrets(data)
+
+
+class FactContract(TripleContract):
+    fact_id: str = pa.Field(nullable=False, unique=True)
+    subject_id: str = pa.Field(nullable=False)
+    object_id: str = pa.Field(nullable=False)
+    valid_to: pl.Datetime(time_unit="us", time_zone="UTC") = pa.Field(nullable=True)  # type: ignore[valid-type]
+    supersedes: str = pa.Field(nullable=True)
+    superseded_by: str = pa.Field(nullable=True)
+
+    @pa.dataframe_check(name="valid_from <= valid_to")
+    @classmethod
+    def validity(cls, data: PolarsData) -> pl.LazyFrame:
+        return data.lazyframe.select(rules.validity_ok())
+
+    @pa.dataframe_check(name=f"at most {rules.MAX_FACTS_PER_REPO} facts per repo")
+    @classmethod
+    def fact_cap(cls, data: PolarsData) -> pl.LazyFrame:
+        n = pl.len().over("tenant_id", "ns")
+        return data.lazyframe.select(n <= rules.MAX_FACTS_PER_REPO)
+
+
+class EntityContract(_Scoped):
+    entity_id: str = pa.Field(nullable=False, unique=True)
+    name: str = pa.Field(nullable=False, str_length=_NAME_LENGTH)
+    norm_key: str = pa.Field(nullable=False)
+
+    @pa.check("name", name="redacted")
+    @classmethod
+    def name_redacted(cls, data: PolarsData) -> pl.LazyFrame:
+        return _no_secrets(data)
+
+    @pa.dataframe_check(name=f"at most {rules.MAX_ENTITIES_PER_REPO} entities per repo")
+    @classmethod
+    def entity_cap(cls, data: PolarsData) -> pl.LazyFrame:
+        n = pl.len().over("tenant_id", "ns")
+        return data.lazyframe.select(n <= rules.MAX_ENTITIES_PER_REPO)
+
+
+class QuarantineContract(_Scoped):
+    reject_id: str = pa.Field(nullable=False)
+    stage: str = pa.Field(nullable=False, isin=["landing", "extraction", "validation"])
+    reason: str = pa.Field(nullable=False, str_length={"min_value": 1})
+    detail: str = pa.Field(nullable=True)
+    record: str = pa.Field(nullable=True)
+
+    @pa.check("detail", "record", name="redacted")
+    @classmethod
+    def redacted(cls, data: PolarsData) -> pl.LazyFrame:
+        return _no_secrets(data)
+
+
+__all__ = [
+    "EntityContract",
+    "FactContract",
+    "QuarantineContract",
+    "TripleContract",
+    "TurnContract",
+]

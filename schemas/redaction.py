@@ -1,0 +1,575 @@
+"""Redaction: secrets and e-mail addresses leave a text before it is stored, logged or embedded.
+
+Each secret span is replaced by a typed placeholder, ``[REDACTED:<kind>]`` with ``kind`` in
+``[a-z0-9_]+`` (``password``, ``aws_key``, ``email`` ...), and the text around it is kept:
+``password=[REDACTED:password]``, ``postgres://app:[REDACTED:password]@db:5432/pay``.
+Placeholders never match a detector, so ``redact`` is idempotent and ``contains_secret`` is
+False on anything ``redact`` returned.
+
+Detection reuses detect-secrets: the ``denylist`` regexes of its token plugins (cloud, VCS,
+chat, payment, registry tokens, JWT, basic-auth URLs, private-key headers) and the keyword list
+of its KeywordDetector. A few patterns are added here where the library finds a line but not
+the span to cut, or has no plugin (each says why below).
+
+Deliberately not detected: detect-secrets' entropy plugins (they flag commit SHAs, content
+hashes and base64 blobs, which are common, legitimate entity names in coding conversations),
+its IP-address plugin (not a secret) and its vendor plugins that need context words
+(Artifactory, IBM, SoftLayer, Cloudant; their keyword assignments are still caught).
+
+Speed: every pattern compiles once at import. A cheap prefilter (one regex that every detection
+implies) answers most texts; ``redact_series`` runs it in polars over the unique values of a
+column and sends only candidates through the full detectors.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import polars as pl
+from detect_secrets.filters.heuristic import is_templated_secret
+from detect_secrets.plugins import keyword
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.basic_auth import BasicAuthDetector
+from detect_secrets.plugins.discord import DiscordBotTokenDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.mailchimp import MailchimpDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.private_key import PrivateKeyDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+__all__ = [
+    "PLACEHOLDER",
+    "contains_secret",
+    "redact",
+    "redact_json",
+    "redact_series",
+    "redact_series_with_count",
+    "redact_with_count",
+    "secret_mask",
+]
+
+PLACEHOLDER = "[REDACTED:{kind}]"
+_PLACEHOLDER_START = "[REDACTED"
+
+# Characters a token goes on with: the library's patterns fix a length (``[A-Za-z0-9]{24}``)
+# where real tokens have grown longer; the rest of the token is cut too, never left behind.
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_-]*")
+_JWT_TAIL = re.compile(r"[A-Za-z0-9_\-.+/=]*")
+
+
+@dataclass(frozen=True, slots=True)
+class _Detector:
+    kind: str
+    pattern: re.Pattern[str]
+    # A regex every match implies, run on the lowercased text (case-insensitive literals are
+    # slow in Python's engine), valid for both Python's `re` and Rust's `regex` (polars).
+    gate: str
+    # Lower wins the label when spans of two detectors overlap (specific before generic).
+    priority: int = 0
+    groups: tuple[int | str, ...] = (0,)  # the first of these that took part holds the secret
+    tail: re.Pattern[str] | None = None
+    accept: Callable[[re.Match[str]], bool] | None = None
+    kind_of: Callable[[re.Match[str]], str] | None = None
+    keep_prefix: str = ""  # a literal label inside the match that stays readable
+
+
+# --- detect-secrets' token plugins ------------------------------------------------------------
+
+
+class _Plugin(NamedTuple):
+    plugin: type[RegexBasedDetector]
+    kind: str
+    in_group: bool  # the secret is group 1 where a pattern has groups
+    tail: re.Pattern[str] | None
+    gate: str  # implied by every pattern of the plugin's denylist, as reviewed
+    reviewed: str  # fingerprint of the denylist the gate was written for
+
+
+_LIBRARY: tuple[_Plugin, ...] = (
+    _Plugin(AWSKeyDetector, "aws_key", True, _TOKEN_TAIL,
+            "a3t[a-z0-9]|abia|acca|akia|asia|aws", "2442535eca47"),
+    _Plugin(AzureStorageKeyDetector, "azure_storage_key", False, None,
+            "accountkey=", "8e27b61d2248"),
+    _Plugin(BasicAuthDetector, "password", True, None, "://", "de1d18ad6f14"),
+    _Plugin(DiscordBotTokenDetector, "discord_token", False, _TOKEN_TAIL,
+            r"\.[a-z0-9_-]{6}\.", "fe064d6f9d32"),
+    # group 1 of the GitHub/GitLab patterns is the prefix only: the whole match is the token
+    _Plugin(GitHubTokenDetector, "github_token", False, _TOKEN_TAIL,
+            "gh[opusr]_", "5deb36728575"),
+    _Plugin(GitLabTokenDetector, "gitlab_token", False, _TOKEN_TAIL,
+            "gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|gr1348941", "088caa7db6e3"),
+    _Plugin(JwtTokenDetector, "jwt", False, _JWT_TAIL, "eyj", "39549fd323b5"),
+    _Plugin(MailchimpDetector, "mailchimp_key", False, _TOKEN_TAIL,
+            "-us[0-9]", "d5687e015476"),
+    _Plugin(NpmDetector, "npm_token", True, None, "_authtoken", "f14156c56edf"),
+    _Plugin(OpenAIDetector, "openai_key", False, _TOKEN_TAIL, "t3blbkfj", "a2802213e73b"),
+    _Plugin(PrivateKeyDetector, "private_key", False, None,
+            "private key|putty-user-key-file", "1611ba7642b4"),
+    _Plugin(PypiTokenDetector, "pypi_token", False, _TOKEN_TAIL, "pypi-age", "9a232d75b6e3"),
+    _Plugin(SendGridDetector, "sendgrid_key", False, _TOKEN_TAIL, r"sg\.", "11d94bdefe78"),
+    _Plugin(SlackDetector, "slack_token", False, _TOKEN_TAIL,
+            r"xox[abposr]-|hooks\.slack\.com", "9da34c83c226"),
+    _Plugin(SquareOAuthDetector, "square_secret", False, _TOKEN_TAIL,
+            "sq0csp-", "ef73f5dac6f5"),
+    _Plugin(StripeDetector, "stripe_key", False, _TOKEN_TAIL, "k_live_", "1e68da2ed787"),
+    _Plugin(TelegramBotTokenDetector, "telegram_token", False, _TOKEN_TAIL,
+            r"\d:[0-9a-z_-]{35}", "3e018cd64d8c"),
+    _Plugin(TwilioKeyDetector, "twilio_key", False, _TOKEN_TAIL,
+            "(?:ac|sk)[a-z0-9]{32}", "b5f86cce3bba"),
+)  # fmt: skip
+
+# Where a plugin's denylist is no longer the one reviewed (a detect-secrets upgrade), its gate
+# is no longer proven: each pattern then gates itself, case-insensitively (still implied on
+# lowercased text), or, where Rust cannot compile it, lets everything through. Slower, never a
+# hole; a unit test fails so the gate gets reviewed again.
+CATCH_ALL = ""
+
+
+def fingerprint(plugin: type[RegexBasedDetector]) -> str:
+    patterns = "\n".join(p.pattern for p in plugin.denylist)  # type: ignore[attr-defined]
+    return hashlib.sha256(patterns.encode()).hexdigest()[:12]
+
+
+def _rust_compiles(pattern: str) -> bool:
+    try:
+        pl.Series([""], dtype=pl.String).str.contains(pattern)
+    except pl.exceptions.ComputeError:
+        return False
+    return True
+
+
+def _unreviewed_gate(pattern: re.Pattern[str]) -> str:
+    gate = f"(?i:{pattern.pattern})"
+    return gate if _rust_compiles(gate) else CATCH_ALL
+
+
+def _jwt_valid(m: re.Match[str]) -> bool:
+    return JwtTokenDetector.is_formally_valid(m.group(0))
+
+
+def _library_detectors() -> list[_Detector]:
+    out: list[_Detector] = []
+    for spec in _LIBRARY:
+        reviewed = fingerprint(spec.plugin) == spec.reviewed
+        for pattern in spec.plugin.denylist:  # type: ignore[attr-defined]
+            group = 1 if spec.in_group and pattern.groups else 0
+            out.append(
+                _Detector(
+                    kind=spec.kind,
+                    pattern=pattern,
+                    gate=spec.gate if reviewed else _unreviewed_gate(pattern),
+                    groups=(group,),
+                    tail=spec.tail if group == 0 else None,
+                    accept=_jwt_valid if spec.plugin is JwtTokenDetector else None,
+                    keep_prefix="AccountKey=" if spec.plugin is AzureStorageKeyDetector else "",
+                    priority=1 if spec.plugin is BasicAuthDetector else 0,
+                )
+            )
+    return out
+
+
+# --- patterns added here ----------------------------------------------------------------------
+
+
+def _mixed_token(m: re.Match[str]) -> bool:
+    """Random API keys mix cases and digits; slugs such as ``sk-learn-...`` do not."""
+    body = m.group(0)
+    return (
+        any(c.isdigit() for c in body)
+        and any(c.isupper() for c in body)
+        and any(c.islower() for c in body)
+    )
+
+
+_KW = "|".join(k.replace("_?", "[_.-]?") for k in keyword.DENYLIST)
+# The key alternatives of an assignment. detect-secrets' KeywordDetector finds such lines but its
+# unquoted value runs to the end of the line; here the value stops at the first delimiter so
+# `PGPASSWORD=x psql -h db` keeps the command. `token` is added (GITHUB_TOKEN, access_token)
+# only as the end of a name, so max_tokens, token_type and tokenizer stay untouched.
+_KEY = rf"(?:[\w.-]*?(?:{_KW})[\w.-]*|[\w.-]*token)(?![\w.-])"
+_KEYWORD_GATE = f"{_KW}|token"  # detect-secrets' keywords are lowercase
+_KEY_ONLY = re.compile(rf"(?i)(?P<key>{_KEY})")
+# Python annotations: `password: str = "..."` assigns after the type.
+_ANNOTATION = r"str|bytes|secretstr|secretbytes|any|optional\[\w+\]|\w+[ \t]*\|[ \t]*none"
+_ASSIGNMENT = re.compile(
+    rf"""
+    (?<![\w.-])(?P<key>{_KEY})
+    (?:\\?["'\]]){{0,2}}                      # closing quote of "password" or config['pwd']
+    (?:[ \t]*:[ \t]*(?:{_ANNOTATION})(?=[ \t]*=[^=]))?
+    [ \t]*(?::=|=>|===?|!==?|=|:)[ \t]*
+    (?:(?P<q>\\?["'`])(?P<qv>[^\n]*?)(?P=q)|(?P<v>[^\s"'`,;&)}}\]<>]+))
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+# `--password hunter2` on a command line: no assignment sign at all.
+_CLI_FLAG = re.compile(
+    r"(?<![\w-])(?P<key>--[\w-]*(?:password|passwd|secret|token|api-?key))"
+    r"[ \t]+(?:(?P<q>[\"'])(?P<qv>[^\n]*?)(?P=q)|(?P<v>[^\s\"'`-][^\s\"'`]*))",
+    re.IGNORECASE,
+)
+
+_NOT_A_VALUE = frozenset(
+    {"null", "none", "nil", "true", "false", "undefined", "str", "string", "bytes", "int",
+     "any", "secretstr", "secretbytes", "optional", "required", "empty", "redacted"}
+)  # fmt: skip
+_MASK_CHARS = frozenset("*xX.•#?_-")
+_ATTRIBUTE_CHAIN = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_SHELL_REF = re.compile(r"\$\{?\w+\}?|\$\(.*\)|%\(\w+\)s|%s|\{\{.*\}\}")
+
+
+def _kind_for_key(key: str) -> str:
+    low = key.lower()
+    if "pass" in low or "pwd" in low or "contrase" in low:
+        return "password"
+    if low.endswith("token"):
+        return "token"
+    return "api_key" if "api" in low else "secret"
+
+
+def _is_value(value: str, key: str, quoted: bool) -> bool:
+    """False for what sits in a secret's place but is no secret: references, masks, types."""
+    if len(value) < 2 or value.startswith(_PLACEHOLDER_START) or set(value) <= _MASK_CHARS:
+        return False
+    if is_templated_secret(value) or _SHELL_REF.fullmatch(value):
+        return False
+    if key.lower().endswith("token") and (len(value) < 8 or value.isdigit()):
+        return False  # max_token: 512, next_token: "2"
+    if quoted:
+        return True
+    if key in ("PWD", "OLDPWD"):  # the shell's working directory
+        return False
+    return not (
+        value.lower() in _NOT_A_VALUE
+        or "(" in value
+        or "[" in value
+        or _ATTRIBUTE_CHAIN.fullmatch(value) is not None  # settings.DB_PASSWORD, self.password
+    )
+
+
+def _value_group(m: re.Match[str]) -> str:
+    return "qv" if m.group("qv") is not None else "v"
+
+
+def _assignment_ok(m: re.Match[str]) -> bool:
+    group = _value_group(m)
+    return _is_value(m.group(group), m.group("key"), quoted=group == "qv")
+
+
+def _assignment_kind(m: re.Match[str]) -> str:
+    return _kind_for_key(m.group("key"))
+
+
+def _auth_kind(m: re.Match[str]) -> str:
+    scheme = (m.group("scheme") or "bearer").lower()
+    return {"bearer": "bearer_token", "basic": "basic_auth"}.get(scheme, "auth_token")
+
+
+def _email_ok(m: re.Match[str]) -> bool:
+    # git@github.com:org/repo is an SSH remote, not a person; icon@2x.png is an asset name.
+    return m.group("local").lower() != "git" and not re.match(r"\d+x\.", m.group("domain"))
+
+
+def _url_password_ok(m: re.Match[str]) -> bool:
+    return _is_value(m.group("v"), "password", quoted=True)
+
+
+_ADDED: tuple[_Detector, ...] = (
+    # A whole PEM block, not only its header line (the library flags the header); a block
+    # with no END (cut by a length cap) is cut to the end of the text.
+    _Detector(
+        "private_key",
+        re.compile(
+            r"-{4,5} ?BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)? ?-{4,5}[\s\S]*?"
+            r"(?:-{4,5} ?END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)? ?-{4,5}|\Z)"
+        ),
+        gate="private key|putty-user-key-file",
+    ),
+    _Detector(
+        "private_key",
+        re.compile(r"PuTTY-User-Key-File-\d+:[\s\S]*?(?:Private-MAC:[ \t]*[0-9a-fA-F]+|\Z)"),
+        gate="private key|putty-user-key-file",
+    ),
+    # Token families detect-secrets 1.5 lacks: fine-grained GitHub PATs, bare npm tokens,
+    # project/service/Anthropic `sk-` keys without the legacy T3BlbkFJ marker, Stripe test keys,
+    # Google API keys, Hugging Face tokens.
+    _Detector("github_token", re.compile(r"github_pat_[A-Za-z0-9_]{22,}"), "github_pat_"),
+    _Detector("npm_token", re.compile(r"npm_[A-Za-z0-9]{36,}"), "npm_"),
+    _Detector("anthropic_key", re.compile(r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{20,}"), "sk-"),
+    _Detector(
+        "openai_key",
+        re.compile(r"(?<![\w-])sk-[A-Za-z0-9_-]{20,}"),
+        gate="sk-",
+        priority=1,
+        accept=_mixed_token,
+    ),
+    _Detector("stripe_key", re.compile(r"[rs]k_test_[0-9a-zA-Z]{24,}"), "k_test_"),
+    _Detector("gcp_api_key", re.compile(r"AIza[0-9A-Za-z_-]{35}"), "aiza", tail=_TOKEN_TAIL),
+    _Detector(
+        "huggingface_token",
+        re.compile(r"(?<![\w-])hf_[A-Za-z0-9]{34,}"),
+        gate="hf_",
+        accept=_mixed_token,
+    ),
+    # Any `scheme://user:pass@`: BasicAuthDetector refuses passwords holding URL sub-delimiters
+    # (`!$&*+;=`), which real connection strings carry unencoded; the user stays readable.
+    _Detector(
+        "password",
+        re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s:/?#@\[\]\"'<>]*:(?P<v>[^\s/?#\"'<>,;]+)@", re.I),
+        gate="://",
+        priority=1,
+        groups=("v",),
+        accept=_url_password_ok,
+    ),
+    # Authorization headers: no library plugin; the scheme word stays readable.
+    _Detector(
+        "bearer_token",
+        re.compile(
+            r"""\bauthori[sz]ation\\?["']?[ \t]*[:=][ \t]*\\?["']?
+            (?:(?P<scheme>bearer|basic|token|bot|digest|negotiate|apikey)[ \t]+
+               (?P<v>[A-Za-z0-9\-._~+/]{8,}=*)
+              |(?P<raw>[A-Za-z0-9\-._~+/]{20,}=*))""",
+            re.I | re.X,
+        ),
+        gate="authori[sz]ation",
+        priority=2,
+        groups=("v", "raw"),
+        kind_of=_auth_kind,
+    ),
+    # `Bearer <token>` outside a header; needs a digit so prose ("bearer authentication") stays.
+    _Detector(
+        "bearer_token",
+        re.compile(r"\bbearer[ \t]+(?P<v>(?=[A-Za-z\-._~+/]*\d)[A-Za-z0-9\-._~+/]{16,}=*)", re.I),
+        gate="bearer",
+        priority=2,
+        groups=("v",),
+    ),
+    _Detector(
+        "secret",
+        _ASSIGNMENT,
+        gate=_KEYWORD_GATE,
+        priority=3,
+        groups=("qv", "v"),
+        accept=_assignment_ok,
+        kind_of=_assignment_kind,
+    ),
+    _Detector(
+        "secret",
+        _CLI_FLAG,
+        gate=_KEYWORD_GATE,
+        priority=3,
+        groups=("qv", "v"),
+        accept=_assignment_ok,
+        kind_of=_assignment_kind,
+    ),
+    # E-mail addresses (personal data; no library plugin). A domain needs an alphabetic TLD, so
+    # `deploy@10.0.0.5`, `root@bastion`, `react@18.2.0` and `image@sha256:...` stay.
+    _Detector(
+        "email",
+        re.compile(
+            r"(?:(?<=mailto:)|(?<![\w.%+\-:/@]))(?P<local>[A-Za-z0-9._%+\-]+)@"
+            r"(?P<domain>[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+            r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,})(?![\w-])"
+        ),
+        gate="@",
+        priority=4,
+        accept=_email_ok,
+    ),
+)
+
+_DETECTORS: tuple[_Detector, ...] = (*_library_detectors(), *_ADDED)
+_GATES: dict[str, re.Pattern[str]] = {d.gate: re.compile(d.gate) for d in _DETECTORS}
+_PREFILTER = re.compile("|".join(f"(?:{g})" for g in _GATES))  # on lowercased text
+# The same for polars (Rust regex): the case-insensitive flag replaces lowercasing.
+PREFILTER_PATTERN = "(?i)" + _PREFILTER.pattern
+
+
+# --- finding and cutting spans ----------------------------------------------------------------
+
+_Span = tuple[int, int, int, str]  # start, end, priority, kind
+
+
+def _spans(text: str) -> list[_Span]:
+    lowered = text.lower()
+    open_gates = {g for g, rx in _GATES.items() if rx.search(lowered)}
+    found: list[_Span] = []
+    for d in _DETECTORS:
+        if d.gate not in open_gates:
+            continue
+        for m in d.pattern.finditer(text):
+            if d.accept is not None and not d.accept(m):
+                continue
+            group = next((g for g in d.groups if m.group(g) is not None), 0)
+            start, end = m.span(group)
+            if start < 0 or start == end:
+                continue
+            if d.tail is not None:
+                tail = d.tail.match(text, end)
+                end = tail.end() if tail else end
+            if d.keep_prefix and text.startswith(d.keep_prefix, start):
+                start += len(d.keep_prefix)
+            found.append((start, end, d.priority, d.kind_of(m) if d.kind_of else d.kind))
+    return found
+
+
+def _merge(spans: Iterable[_Span]) -> list[tuple[int, int, str]]:
+    """Overlapping spans become one; it takes the kind of its most specific detector."""
+    merged: list[list[Any]] = []
+    for start, end, priority, kind in sorted(spans):
+        if merged and start < merged[-1][1]:
+            last = merged[-1]
+            last[1] = max(last[1], end)
+            if priority < last[2]:
+                last[2], last[3] = priority, kind
+        else:
+            merged.append([start, end, priority, kind])
+    return [(s, e, k) for s, e, _, k in merged]
+
+
+def _cut(text: str) -> tuple[str, int]:
+    if not _PREFILTER.search(text.lower()):
+        return text, 0
+    spans = _merge(_spans(text))
+    if not spans:
+        return text, 0
+    parts: list[str] = []
+    pos = 0
+    for start, end, kind in spans:
+        parts.append(text[pos:start])
+        parts.append(PLACEHOLDER.format(kind=kind))
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts), len(spans)
+
+
+# Names repeat heavily; the cache holds nothing the caller did not already hold in memory.
+_cut_short = functools.lru_cache(maxsize=1 << 16)(_cut)
+_SHORT = 256
+
+
+def redact_with_count(text: str) -> tuple[str, int]:
+    """The text with every secret replaced by its placeholder, and how many were replaced."""
+    return _cut_short(text) if len(text) <= _SHORT else _cut(text)
+
+
+def redact(text: str | None) -> str | None:
+    if text is None:
+        return None
+    return redact_with_count(text)[0]
+
+
+def contains_secret(text: str) -> bool:
+    return redact_with_count(text)[1] > 0
+
+
+# --- columns and JSON -------------------------------------------------------------------------
+
+
+def _candidates(s: pl.Series) -> list[str]:
+    """Unique non-null values the prefilter cannot prove clean."""
+    unique = s.drop_nulls().unique()
+    return unique.filter(unique.str.contains(PREFILTER_PATTERN)).to_list()
+
+
+def _zeros(s: pl.Series) -> pl.Series:
+    return pl.repeat(0, len(s), dtype=pl.Int32, eager=True).alias(s.name)
+
+
+def _check_dtype(s: pl.Series) -> None:
+    if s.dtype not in (pl.String, pl.Null):
+        raise TypeError(f"redaction needs a String column, got {s.dtype} for {s.name!r}")
+
+
+def redact_series(s: pl.Series) -> pl.Series:
+    """`redact` over a String column, computed once per distinct candidate value."""
+    _check_dtype(s)
+    if s.dtype == pl.Null:
+        return s
+    changed = {v: r for v in _candidates(s) if (r := _cut(v)[0]) != v}
+    return s.replace(changed) if changed else s
+
+
+def redact_series_with_count(s: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """`redact_series` plus an Int32 column of secrets removed per row (0 for nulls)."""
+    _check_dtype(s)
+    if s.dtype == pl.Null:
+        return s, _zeros(s)
+    changed: dict[str, tuple[str, int]] = {}
+    for v in _candidates(s):
+        redacted, n = _cut(v)
+        if n:
+            changed[v] = (redacted, n)
+    if not changed:
+        return s, _zeros(s)
+    olds = list(changed)
+    counts = s.replace_strict(
+        olds, [changed[v][1] for v in olds], default=0, return_dtype=pl.Int32
+    ).fill_null(0)
+    return s.replace({v: r for v, (r, _) in changed.items()}), counts
+
+
+def secret_mask(s: pl.Series) -> pl.Series:
+    """True where a value still holds a secret (null is False): the contract check's fast path."""
+    _check_dtype(s)
+    dirty = [v for v in _candidates(s) if contains_secret(v)] if s.dtype == pl.String else []
+    if not dirty:
+        return pl.repeat(False, len(s), dtype=pl.Boolean, eager=True).alias(s.name)
+    return s.is_in(dirty).fill_null(False)
+
+
+def _secret_key_kind(key: str) -> str | None:
+    return _kind_for_key(key) if _KEY_ONLY.fullmatch(key) else None
+
+
+def _redact_under_key(value: Any, kind: str, key: str) -> Any:
+    """A value stored under a secret-named key is a secret whatever it looks like."""
+    if isinstance(value, str):
+        return PLACEHOLDER.format(kind=kind) if _is_value(value, key, quoted=True) else value
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float):
+        return PLACEHOLDER.format(kind=kind) if _is_value(str(value), key, quoted=True) else value
+    return _walk(value, (kind, key))
+
+
+def _walk(value: Any, secret: tuple[str, str] | None) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, Mapping):
+        out: dict[Any, Any] = {}
+        for k, v in value.items():
+            key = redact(k) if isinstance(k, str) else k
+            while key in out:  # two keys redacted alike: keep both values
+                key = f"{key}'"
+            under = secret or (
+                (kind, k) if isinstance(k, str) and (kind := _secret_key_kind(k)) else None
+            )
+            out[key] = _redact_under_key(v, *under) if under else _walk(v, None)
+        return out
+    if isinstance(value, list | tuple):
+        return [_redact_under_key(v, *secret) if secret else _walk(v, None) for v in value]
+    return value
+
+
+def redact_json(value: Any) -> Any:
+    """Redact every string of a JSON-like value (keys too); the structure stays as it was.
+
+    A scalar under a secret-named key (`{"password": "hunter2"}`) is replaced as a whole: the
+    value alone carries no pattern a text detector could see.
+    """
+    return _walk(value, None)

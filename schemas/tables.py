@@ -1,0 +1,127 @@
+"""Column layouts of the Parquet tables (the source of truth). Contracts in `contracts.py`."""
+
+from __future__ import annotations
+
+import polars as pl
+
+UTC_TS = pl.Datetime("us", "UTC")
+
+RAW_TURNS: dict[str, pl.DataType] = {
+    "turn_key": pl.String(),  # stable id: hash of tenant, ns, session_id, turn_id
+    "tenant_id": pl.String(),
+    "ns": pl.String(),
+    "day": pl.String(),  # YYYY-MM-DD of ts in UTC
+    "session_id": pl.String(),
+    "turn_id": pl.String(),
+    "ts": UTC_TS,
+    "role": pl.String(),  # user | assistant | tool
+    "client": pl.String(),
+    "content": pl.String(),  # redacted; null once retention dropped it
+    "content_sha256": pl.String(),  # of the redacted content; kept after retention
+    "tool_name": pl.String(),
+    "tool_triples": pl.String(),  # redacted JSON array from tool_input.triples, or null
+    "redactions": pl.Int32(),  # how many secrets were removed from this turn
+    "source_file": pl.String(),  # relative to the landing zone
+    "line_no": pl.Int64(),
+}
+
+TRIPLES: dict[str, pl.DataType] = {
+    "triple_id": pl.String(),
+    "tenant_id": pl.String(),
+    "ns": pl.String(),
+    "day": pl.String(),
+    "subject": pl.String(),
+    "predicate": pl.String(),  # normalised to UPPER_SNAKE_CASE where trivially fixable
+    "predicate_raw": pl.String(),
+    "object": pl.String(),
+    "subject_type": pl.String(),
+    "object_type": pl.String(),
+    "confidence": pl.Float64(),
+    "valid_from": UTC_TS,
+    "supersedes": pl.String(),  # fact_id of the fact this one replaces, or null
+    "session_id": pl.String(),
+    "turn_id": pl.String(),
+    "client": pl.String(),
+    "model": pl.String(),  # "explicit" for agents' tool calls, else the extraction model
+    "source": pl.String(),  # explicit | llm | command
+}
+
+FACTS: dict[str, pl.DataType] = {
+    "fact_id": pl.String(),
+    "tenant_id": pl.String(),
+    "ns": pl.String(),
+    "subject_id": pl.String(),
+    "subject": pl.String(),
+    "predicate": pl.String(),
+    "object_id": pl.String(),
+    "object": pl.String(),
+    "confidence": pl.Float64(),
+    "valid_from": UTC_TS,
+    "valid_to": UTC_TS,  # null = still valid
+    "supersedes": pl.String(),
+    "superseded_by": pl.String(),
+    "session_id": pl.String(),
+    "turn_id": pl.String(),
+    "client": pl.String(),
+    "model": pl.String(),
+    "source": pl.String(),
+    "triple_id": pl.String(),
+}
+
+ENTITIES: dict[str, pl.DataType] = {
+    "entity_id": pl.String(),
+    "tenant_id": pl.String(),
+    "ns": pl.String(),
+    "name": pl.String(),  # the most used spelling
+    "norm_key": pl.String(),
+    "aliases": pl.List(pl.String()),  # other spellings of the same entity
+    "types": pl.List(pl.String()),
+    "first_seen": UTC_TS,
+}
+
+QUARANTINE: dict[str, pl.DataType] = {
+    "reject_id": pl.String(),  # stable: the same bad input gives the same id
+    "tenant_id": pl.String(),
+    "ns": pl.String(),
+    "stage": pl.String(),  # landing | extraction | validation
+    "reason": pl.String(),  # a short machine-readable code, e.g. predicate_not_upper_snake
+    "detail": pl.String(),  # a human sentence, redacted
+    "source_file": pl.String(),
+    "line_no": pl.Int64(),
+    "session_id": pl.String(),
+    "turn_id": pl.String(),
+    "record": pl.String(),  # the offending record, redacted, at most 2,000 characters
+}
+
+EMBEDDINGS: dict[str, pl.DataType] = {
+    "tenant_id": pl.String(),
+    "ns": pl.String(),
+    "entity_id": pl.String(),
+    "model": pl.String(),
+    "dim": pl.Int32(),
+    "text_hash": pl.String(),  # sha256 of the embedded (redacted) name
+}
+
+
+def empty(columns: dict[str, pl.DataType]) -> pl.DataFrame:
+    return pl.DataFrame(schema=columns)
+
+
+def conform(df: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Select and cast to the layout; absent columns become nulls of the right type."""
+    if df.height == 0:
+        present = [c for c in columns if c in df.columns]
+        return pl.DataFrame(schema=columns) if not present else df.select(
+            [
+                (pl.col(c) if c in df.columns else pl.lit(None)).cast(t, strict=False).alias(c)
+                for c, t in columns.items()
+            ]
+        )
+    return df.select(
+        [
+            (pl.col(c) if c in df.columns else pl.repeat(None, df.height))
+            .cast(t, strict=False)
+            .alias(c)
+            for c, t in columns.items()
+        ]
+    )
