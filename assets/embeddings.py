@@ -4,7 +4,6 @@ The ledger (`resources.vector.ledger`) is the cursor: each batch of 64 is persis
 next call, so a killed run loses at most one batch and the rerun embeds only what is missing.
 """
 
-from __future__ import annotations
 
 import time
 
@@ -25,11 +24,9 @@ from dagster import (
 )
 
 from assets.common import IO_RETRY, per_tenant_table, tenant_scopes
-from memflow.embedding import embed_missing, vector_table
 from pipelines.automation import after_upstream
 from pipelines.partitions import tenant_partitions
 from resources.configurable import EmbeddingModelResource, MemflowPaths
-from resources.vector.ledger import EmbeddingLedger
 from schemas.tables import EMBEDDINGS, conform, empty
 
 
@@ -71,6 +68,11 @@ def entity_embeddings(
     paths: MemflowPaths,
     embedding: EmbeddingModelResource,
 ):
+    # Imported per run: the vector stack (pymilvus) is slow to import and the code location
+    # should load fast.
+    from memflow.embedding import embed_missing, vector_table
+    from resources.vector.ledger import EmbeddingLedger
+
     started = time.perf_counter()
     provider = embedding.build()
     out: dict[str, pl.DataFrame] = {}

@@ -1,6 +1,5 @@
 """graph_sink and vector_sink per tenant: make each store equal its table, idempotently."""
 
-from __future__ import annotations
 
 import time
 
@@ -18,7 +17,6 @@ from dagster import (
 )
 
 from assets.common import IO_RETRY, per_tenant_table, tenant_scopes
-from memflow.embedding import vector_table
 from pipelines.automation import after_upstream
 from pipelines.partitions import tenant_partitions
 from resources.configurable import (
@@ -27,9 +25,6 @@ from resources.configurable import (
     MemflowPaths,
     VectorStoreResource,
 )
-from resources.graph.sync import graph_equals_table, sync_graph
-from resources.vector.ledger import EmbeddingLedger
-from resources.vector.sync import sync_vectors, vectors_equal_table
 
 
 @multi_asset(
@@ -51,6 +46,8 @@ from resources.vector.sync import sync_vectors, vectors_equal_table
     compute_kind="graph",
 )
 def graph_sink(context: AssetExecutionContext, paths: MemflowPaths, graph: GraphStoreResource):
+    from resources.graph.sync import graph_equals_table, sync_graph
+
     started = time.perf_counter()
     tables = paths.tables()
     summary: dict[str, dict] = {}
@@ -118,6 +115,11 @@ def vector_sink(
     vectors: VectorStoreResource,
     embedding: EmbeddingModelResource,
 ):
+    # Imported per run: pymilvus is slow to import and the code location should load fast.
+    from memflow.embedding import vector_table
+    from resources.vector.ledger import EmbeddingLedger
+    from resources.vector.sync import sync_vectors, vectors_equal_table
+
     started = time.perf_counter()
     summary: dict[str, dict] = {}
     mismatched: dict[str, dict] = {}

@@ -1,6 +1,5 @@
 """extracted_triples[tenant, day]: explicit triples from tool calls plus model extraction."""
 
-from __future__ import annotations
 
 import polars as pl
 from dagster import (

@@ -1,6 +1,5 @@
 """raw_turns[tenant, day]: landing-zone turns of one tenant and day, redacted and checked."""
 
-from __future__ import annotations
 
 import json
 import time

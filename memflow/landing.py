@@ -234,8 +234,9 @@ def fingerprint(
     landing_root: str | os.PathLike[str],
     previous: FileFingerprint | None = None,
 ) -> FileFingerprint:
-    """Size, mtime and content hash of a file. When ``previous`` has the same path, size and
-    mtime the file is not read again and its hash is reused."""
+    """Size, mtime and content hash of a file. When ``previous`` (the cursor's entry) has the
+    same path, size and mtime, its hash is reused without reading the file, so a sensor tick
+    over unchanged files costs one ``stat`` each."""
     rel = relative_name(path, landing_root)
     st = os.stat(path)
     if (
@@ -245,11 +246,9 @@ def fingerprint(
         and previous.mtime_ns == st.st_mtime_ns
     ):
         return previous
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return FileFingerprint(rel, st.st_size, st.st_mtime_ns, digest.hexdigest())
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    return FileFingerprint(rel, st.st_size, st.st_mtime_ns, digest)
 
 
 # ------------------------------------------------------------------------------------ reading
@@ -281,14 +280,14 @@ class _Reject(Exception):
 
 
 class _Collector:
-    """Column lists for accepted turns and rejects of one file; deduplicates turns."""
+    """Accepted rows and rejects of one file; deduplicates turns."""
 
     def __init__(self, scope: Scope, source_file: str) -> None:
         self.scope = scope
         self.source_file = source_file
         self.records = 0
         self.seen: set[tuple[str, str]] = set()
-        self.cols: dict[str, list[Any]] = {c: [] for c in TURN_COLUMNS if c not in _CONSTANT}
+        self.rows: list[tuple[Any, ...]] = []  # _ROW_FIELDS
         self.rejects: dict[str, list[Any]] = {c: [] for c in REJECT_COLUMNS if c not in _CONSTANT}
 
     def record(
@@ -296,8 +295,8 @@ class _Collector:
     ) -> None:
         self.records += 1
         try:
-            turn = _check(obj, self.scope, from_struct)
-            key = (turn[0], turn[1])
+            row = _check(obj, self.scope, from_struct, line_no)
+            key = (row[0], row[1])
             if key in self.seen:
                 raise _Reject(
                     "duplicate_turn",
@@ -308,10 +307,7 @@ class _Collector:
             self.reject(line_no, rej.reason, rej.detail, raw, obj)
             return
         self.seen.add(key)
-        cols = self.cols
-        for name, value in zip(_TURN_FIELDS, turn, strict=True):
-            cols[name].append(value)
-        cols["line_no"].append(line_no)
+        self.rows.append(row)
 
     def reject(
         self,
@@ -332,45 +328,103 @@ class _Collector:
         rej["turn_id"].append(_str_field(obj, "turn_id"))
         rej["record"].append(_clip(raw))
 
+    def days(self) -> list[str]:
+        numbers = {row[2] // _DAY_US for row in self.rows}
+        return sorted((_EPOCH + timedelta(days=n)).date().isoformat() for n in numbers)
+
     def frames(self) -> tuple[pl.DataFrame, pl.DataFrame]:
-        constant = {
-            "tenant_id": self.scope.tenant_id,
-            "ns": self.scope.ns,
-            "source_file": self.source_file,
-        }
-        data: dict[str, Any] = dict(self.cols)
-        data["ts"] = pl.Series("ts", data["ts"], dtype=pl.Int64).cast(pl.Datetime("us"))
-        turns = pl.DataFrame(data).with_columns(
-            pl.col("ts").dt.replace_time_zone("UTC"),
-            *(pl.lit(v).alias(k) for k, v in constant.items()),
+        constant = [
+            pl.lit(self.scope.tenant_id).alias("tenant_id"),
+            pl.lit(self.scope.ns).alias("ns"),
+            pl.lit(self.source_file).alias("source_file"),
+        ]
+        columns = zip(*self.rows, strict=True) if self.rows else ([] for _ in _ROW_FIELDS)
+        turns = pl.DataFrame(
+            [
+                pl.Series(name, values, dtype)
+                for (name, dtype), values in zip(_ROW_FIELDS.items(), columns, strict=True)
+            ]
         )
-        rejects = pl.DataFrame(self.rejects, schema_overrides={"line_no": pl.Int64}).with_columns(
-            pl.lit(v).alias(k) for k, v in constant.items()
-        )
-        return _typed(turns, TURN_COLUMNS), _typed(rejects, REJECT_COLUMNS)
+        turns = turns.with_columns(
+            pl.col("ts").cast(pl.Datetime("us")).dt.replace_time_zone("UTC"), *constant
+        ).with_columns(day=pl.col("ts").dt.strftime("%Y-%m-%d"))
+        rejects = pl.DataFrame(self.rejects, schema_overrides={"line_no": pl.Int64})
+        return _typed(turns, TURN_COLUMNS), _typed(rejects.with_columns(constant), REJECT_COLUMNS)
 
 
 _CONSTANT = frozenset({"tenant_id", "ns", "source_file"})
-# The order `_check` returns its fields in.
-_TURN_FIELDS = (
-    "session_id",
-    "turn_id",
-    "ts",
-    "day",
-    "role",
-    "client",
-    "content",
-    "tool_name",
-    "tool_input_json",
-)
+# What `_check` returns, in order; ts is in microseconds since the epoch.
+_ROW_FIELDS: dict[str, pl.DataType] = {
+    "session_id": pl.String(),
+    "turn_id": pl.String(),
+    "ts": pl.Int64(),
+    "role": pl.String(),
+    "client": pl.String(),
+    "content": pl.String(),
+    "tool_name": pl.String(),
+    "tool_input_json": pl.String(),
+    "line_no": pl.Int64(),
+}
+_DAY_US = 86_400_000_000
+_MISSING = object()
 
 
 def _typed(df: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
     return df.select(pl.col(c).cast(t) for c, t in columns.items())
 
 
-def _check(obj: Any, scope: Scope, from_struct: bool) -> tuple[Any, ...]:
-    """Validate one decoded record; returns the `_TURN_FIELDS` values or raises `_Reject`."""
+def _check(obj: Any, scope: Scope, from_struct: bool, line_no: int) -> tuple[Any, ...]:
+    """Validate one decoded record; returns the `_ROW_FIELDS` values or raises `_Reject`."""
+    if not _plainly_valid(obj, scope):
+        _diagnose(obj, scope)
+    content = obj["content"]
+    ts = _epoch_us(obj["ts"])
+    tool_name = obj.get("tool_name")
+    tool_input = obj.get("tool_input")
+    tool_json = None
+    if tool_name is not None or tool_input is not None:
+        tool_name, tool_json = _tool(tool_name, tool_input, from_struct)
+    return (
+        obj["session_id"],
+        obj["turn_id"],
+        ts,
+        obj["role"],
+        obj["client"],
+        content or "",
+        tool_name,
+        tool_json,
+        line_no,
+    )
+
+
+def _plainly_valid(obj: Any, scope: Scope) -> bool:
+    """The common case, checked cheaply; `_diagnose` names the problem when this says no."""
+    if type(obj) is not dict:
+        return False
+    get = obj.get
+    session_id, turn_id, client, ts = get("session_id"), get("turn_id"), get("client"), get("ts")
+    content = get("content", _MISSING)
+    return bool(
+        get("org") == scope.tenant_id
+        and get("repo") == scope.ns
+        and type(session_id) is str
+        and type(turn_id) is str
+        and type(client) is str
+        and session_id
+        and turn_id
+        and client
+        and not (session_id.isspace() or turn_id.isspace() or client.isspace())
+        and get("role") in _ROLE_ORDER
+        and (type(ts) is str or isinstance(ts, datetime))
+        and (content is None or type(content) is str)
+    )
+
+
+_ROLE_ORDER = ("user", "assistant", "tool")
+
+
+def _diagnose(obj: Any, scope: Scope) -> None:
+    """Raise the first problem of a record's required fields, in a fixed order."""
     if not isinstance(obj, dict):
         raise _Reject("not_an_object", f"a turn must be a JSON object, not {_kind(obj)}")
     for name in _ID_FIELDS:
@@ -384,43 +438,18 @@ def _check(obj: Any, scope: Scope, from_struct: bool) -> tuple[Any, ...]:
     if "content" not in obj:
         raise _Reject("missing_field:content", "the required field 'content' is missing")
     content = obj["content"]
-    if content is None:
-        content = ""
-    elif not isinstance(content, str):
+    if content is not None and not isinstance(content, str):
         raise _Reject("bad_type:content", f"'content' must be a string, not {_kind(content)}")
     if obj["org"] != scope.tenant_id or obj["repo"] != scope.ns:
         raise _Reject(
             "scope_mismatch",
             f"the line names {_short(obj['org'])}/{_short(obj['repo'])} but lies in {scope.key}",
         )
-    ts = _utc(obj["ts"])
-    role = obj["role"]
-    if role not in ROLES:
+    if obj["role"] not in ROLES:
         raise _Reject("bad_role", "'role' must be one of user, assistant, tool")
-    tool_name = obj.get("tool_name")
-    if tool_name is not None and not isinstance(tool_name, str):
-        raise _Reject("bad_type:tool_name", f"'tool_name' must be a string, not {_kind(tool_name)}")
-    tool_name = tool_name or None
-    tool_input = _tool_input(obj.get("tool_input"), from_struct)
-    if tool_name == UPSERT_TOOL and not (
-        isinstance(tool_input, dict) and isinstance(tool_input.get("triples"), list)
-    ):
-        raise _Reject("bad_tool_input", f"{UPSERT_TOOL} needs tool_input.triples as a list")
-    tool_json = None if tool_input is None else orjson.dumps(tool_input, default=str).decode()
-    return (
-        obj["session_id"],
-        obj["turn_id"],
-        (ts - _EPOCH) // _MICROSECOND,
-        ts.date().isoformat(),
-        role,
-        obj["client"],
-        content,
-        tool_name,
-        tool_json,
-    )
 
 
-def _utc(value: str | datetime) -> datetime:
+def _epoch_us(value: str | datetime) -> int:
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value)
@@ -428,10 +457,26 @@ def _utc(value: str | datetime) -> datetime:
             raise _Reject("bad_timestamp", "'ts' is not an ISO-8601 timestamp") from exc
     if value.tzinfo is None or value.utcoffset() is None:
         raise _Reject("bad_timestamp", "'ts' has no time zone (add Z or an offset like +01:00)")
+    if not 1 < value.year < 9999:
+        raise _Reject("bad_timestamp", "'ts' is out of range")
+    return (value - _EPOCH) // _MICROSECOND
+
+
+def _tool(tool_name: Any, tool_input: Any, from_struct: bool) -> tuple[str | None, str | None]:
+    if tool_name is not None and not isinstance(tool_name, str):
+        raise _Reject("bad_type:tool_name", f"'tool_name' must be a string, not {_kind(tool_name)}")
+    tool_input = _tool_input(tool_input, from_struct)
+    if tool_name == UPSERT_TOOL and not (
+        isinstance(tool_input, dict) and isinstance(tool_input.get("triples"), list)
+    ):
+        raise _Reject("bad_tool_input", f"{UPSERT_TOOL} needs tool_input.triples as a list")
+    if tool_input is None:
+        return tool_name or None, None
     try:
-        return value.astimezone(UTC)
-    except OverflowError as exc:
-        raise _Reject("bad_timestamp", "'ts' is out of range once converted to UTC") from exc
+        tool_json = orjson.dumps(tool_input, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError as exc:
+        raise _Reject("bad_tool_input", "tool_input cannot be written as JSON") from exc
+    return tool_name or None, tool_json.decode()
 
 
 def _tool_input(value: Any, from_struct: bool) -> Any:
@@ -528,20 +573,18 @@ def _scan_jsonl(path: Path, out: _Collector, max_line_bytes: int) -> None:
             )
             continue
         try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            out.records += 1
-            out.reject(
-                line_no, "bad_encoding", f"the line is not valid UTF-8 (byte {exc.start})", line
-            )
-            continue
-        try:
-            obj = orjson.loads(text)
+            obj = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             out.records += 1
-            out.reject(line_no, "invalid_json", f"the line is not valid JSON: {exc}", text)
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                detail = f"the line is not valid UTF-8 (byte {bad.start})"
+                out.reject(line_no, "bad_encoding", detail, line)
+                continue
+            out.reject(line_no, "invalid_json", f"the line is not valid JSON: {exc}", line)
             continue
-        out.record(line_no, obj, text)
+        out.record(line_no, obj, line)
 
 
 def _scan_parquet(path: Path, out: _Collector) -> None:
@@ -578,5 +621,4 @@ def days_in_file(
 
     Same parse as a full read minus building the tables; with `scope_of_file` it tells a
     sensor which (tenant, day) partitions a new file touches."""
-    out = _scan(Path(path), Path(landing_root), max_line_bytes)
-    return sorted(set(out.cols["day"]))
+    return _scan(Path(path), Path(landing_root), max_line_bytes).days()

@@ -62,7 +62,7 @@ def _rsa_body() -> str:
 # Fake but format-valid secrets, by kind. Each value must not survive into any stored table.
 SECRETS: dict[str, str] = {
     "aws_access_key_id": "AKIAQ3EXAMPLEFAKE7XZ",
-    "github_token": "ghp_FAKEmemflowSampleToken0000000000001",
+    "github_token": "ghp_FAKEmemflowSampleToken00000000000001",
     "slack_bot_token": "xoxb-2026110300001-4815162342001-FAKEmemflowSampleSlack01",
     "jwt": _jwt(),
     "password": "Tr0ub4dor-and-3-FAKE",
@@ -281,7 +281,7 @@ class _Session:
         getattr(self, f"_{kind}")(work)
 
     def _bug(self, w: _Work) -> None:
-        test, path, error, cause, fix = w.draw(w.profile.bugs)
+        test, path, error, cause, fix = w.draw("bugs")
         asks = (
             f"`{test}` started failing after the last merge, can you take a look?",
             f"CI is red on {test}. Please fix it without touching the test unless it's wrong.",
@@ -300,7 +300,7 @@ class _Session:
         self.assistant("Fixed; the test passes and nothing else changed.")
 
     def _feature(self, w: _Work) -> None:
-        what, path = w.draw(w.profile.features)
+        what, path = w.draw("features")
         self.user(f"Next: add {what}.")
         self.assistant(
             f"Plan: implement it in {path}, add a test next to the existing ones, "
@@ -333,7 +333,7 @@ class _Session:
         self.assistant(f"Fixed {len(files)} findings in {', '.join(files)}.")
 
     def _question(self, w: _Work) -> None:
-        question, answer = w.draw(w.profile.questions)
+        question, answer = w.draw("questions")
         self.user(question)
         self.assistant(answer)
 
@@ -356,17 +356,18 @@ class _Work:
         self.rng = rng
         self.profile = profile
         self.suite = rng.randint(60, 240)  # tests in the repo's suite
-        self._decks: dict[int, list[Any]] = {}
+        self._decks: dict[str, list[Any]] = {}
 
     def test_cmd(self, target: str = "") -> str:
         return " ".join(self.profile.test_cmd.format(target=target).split())
 
-    def draw(self, stories: list[Any]) -> Any:
-        deck = self._decks.get(id(stories))
+    def draw(self, kind: str) -> Any:
+        """The next story of a kind ("bugs", "features", "questions")."""
+        deck = self._decks.get(kind)
         if not deck:
-            deck = list(stories)
+            deck = list(getattr(self.profile, kind))
             self.rng.shuffle(deck)
-            self._decks[id(stories)] = deck
+            self._decks[kind] = deck
         return deck.pop()
 
 

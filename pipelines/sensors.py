@@ -1,6 +1,5 @@
 """The landing-zone sensor: new or changed files -> tenant partitions + ingest runs."""
 
-from __future__ import annotations
 
 import json
 from pathlib import Path

@@ -27,6 +27,9 @@ from recall.cache import NOT_REACHED, FunctionalPredicates, Neighbourhood, Scope
 from recall.fusion import RRF_K
 
 
+STRUCT_W = 1.0
+
+
 @dataclass(frozen=True, slots=True)
 class Selected:
     row: int
@@ -82,7 +85,7 @@ def select_facts(
     reached = hop > 0
     if reached.any():
         key = hop[reached] * (int(NOT_REACHED) + 1) + hood.entry[rows][reached]
-        score[reached] += 1.0 / (k + dense_rank(key))
+        score[reached] += STRUCT_W / (k + dense_rank(key))
 
     lex = lexical[rows]
     matched = lex > 0

@@ -59,7 +59,9 @@ class ExtractionModelResource(ConfigurableResource):
         if kind == "none":
             return "none"
         if kind == "command":
-            return f"command:{self.model or shlex.split(self.command)[0]}"
+            from resources.models.command import program_name
+
+            return f"command:{self.model or program_name(shlex.split(self.command))}"
         return f"openai-compatible:{self.model}"
 
     def build(self) -> ExtractionProvider | None:
@@ -134,7 +136,12 @@ class EmbeddingModelResource(ConfigurableResource):
 
             if not self.command or not self.model:
                 raise ValueError("embedding provider 'command' needs a command and a model name")
-            return CommandEmbeddingProvider(shlex.split(self.command), self.model)
+            return CommandEmbeddingProvider(
+                shlex.split(self.command),
+                self.model,
+                timeout=self.timeout_s,
+                max_dimensions=self.max_dimensions,
+            )
         if kind == "sentence-transformers":
             from resources.models.st_embeddings import SentenceTransformerEmbeddingProvider
 

@@ -7,18 +7,20 @@ Placeholders never match a detector, so ``redact`` is idempotent and ``contains_
 False on anything ``redact`` returned.
 
 Detection reuses detect-secrets: the ``denylist`` regexes of its token plugins (cloud, VCS,
-chat, payment, registry tokens, JWT, basic-auth URLs, private-key headers) and the keyword list
-of its KeywordDetector. A few patterns are added here where the library finds a line but not
-the span to cut, or has no plugin (each says why below).
+chat, payment and registry tokens, JWTs, basic-auth URLs, private-key headers) and the keyword
+list of its KeywordDetector. Patterns are added here only where the library finds a line but
+not the span to cut, or has no plugin; each says why.
 
 Deliberately not detected: detect-secrets' entropy plugins (they flag commit SHAs, content
-hashes and base64 blobs, which are common, legitimate entity names in coding conversations),
-its IP-address plugin (not a secret) and its vendor plugins that need context words
-(Artifactory, IBM, SoftLayer, Cloudant; their keyword assignments are still caught).
+hashes and base64 blobs, common and legitimate in coding conversations), its IP-address plugin
+(not a secret) and its vendor plugins that need context words (Artifactory, IBM, SoftLayer,
+Cloudant; assignments such as ``ibm_api_key = ...`` are still caught by keyword). Passwords
+stated in prose without assignment syntax ("the password is hunter2") are not found.
 
-Speed: every pattern compiles once at import. A cheap prefilter (one regex that every detection
-implies) answers most texts; ``redact_series`` runs it in polars over the unique values of a
-column and sends only candidates through the full detectors.
+Speed: everything compiles once at import. Each detector has a gate, a few lowercase
+substrings or regexes that every match implies; a text none of the gates opens is clean
+without running a detector. ``redact_series`` runs the same gates in polars (Rust) over the
+unique values of a column and sends only the candidates through the detectors.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -55,6 +57,7 @@ from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 __all__ = [
     "PLACEHOLDER",
+    "PREFILTER_PATTERN",
     "contains_secret",
     "redact",
     "redact_json",
@@ -67,26 +70,46 @@ __all__ = [
 PLACEHOLDER = "[REDACTED:{kind}]"
 _PLACEHOLDER_START = "[REDACTED"
 
-# Characters a token goes on with: the library's patterns fix a length (``[A-Za-z0-9]{24}``)
-# where real tokens have grown longer; the rest of the token is cut too, never left behind.
+# Characters a token goes on with: library patterns fix a length (``[A-Za-z0-9]{24}``) where
+# real tokens have grown longer; the rest of the token is cut too, never left behind.
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_-]*")
 _JWT_TAIL = re.compile(r"[A-Za-z0-9_\-.+/=]*")
+_REGEX_META = frozenset("\\[](){}.*+?|^$")
+
+_Starts = Callable[[str, str], Iterable[int]]
 
 
 @dataclass(frozen=True, slots=True)
 class _Detector:
     kind: str
     pattern: re.Pattern[str]
-    # A regex every match implies, run on the lowercased text (case-insensitive literals are
-    # slow in Python's engine), valid for both Python's `re` and Rust's `regex` (polars).
-    gate: str
-    # Lower wins the label when spans of two detectors overlap (specific before generic).
-    priority: int = 0
+    # Lowercase regexes (valid for Python's `re` and Rust's `regex`), one of which every match
+    # implies once the text is lowercased: case-insensitive search is slow in Python's engine.
+    gate: tuple[str, ...]
+    priority: int = 0  # lower names a merged span when detectors overlap (specific first)
     groups: tuple[int | str, ...] = (0,)  # the first of these that took part holds the secret
     tail: re.Pattern[str] | None = None
+    # Where a library group runs to the end of the line (npm's `(npm_.+)`), only the token is
+    # cut: the rest (a closing JSON quote, say) is no secret.
+    clip: re.Pattern[str] | None = None
     accept: Callable[[re.Match[str]], bool] | None = None
     kind_of: Callable[[re.Match[str]], str] | None = None
-    keep_prefix: str = ""  # a literal label inside the match that stays readable
+    keep_prefix: str = ""  # a literal label at the start of the match that stays readable
+    # Where a pattern starts with a character class or a look-behind, scanning every position
+    # is slow; `starts` lists the few positions worth a `match` instead.
+    starts: _Starts | None = None
+
+    def matches(self, text: str, lowered: str) -> Iterator[re.Match[str]]:
+        if self.starts is None or len(lowered) != len(text):
+            return self.pattern.finditer(text)
+        return self._anchored(text, lowered, self.starts)
+
+    def _anchored(self, text: str, lowered: str, starts: _Starts) -> Iterator[re.Match[str]]:
+        end = -1
+        for pos in sorted(set(starts(text, lowered))):
+            if pos >= end and (m := self.pattern.match(text, pos)):
+                end = m.end()
+                yield m
 
 
 # --- detect-secrets' token plugins ------------------------------------------------------------
@@ -97,48 +120,45 @@ class _Plugin(NamedTuple):
     kind: str
     in_group: bool  # the secret is group 1 where a pattern has groups
     tail: re.Pattern[str] | None
-    gate: str  # implied by every pattern of the plugin's denylist, as reviewed
-    reviewed: str  # fingerprint of the denylist the gate was written for
+    gate: tuple[str, ...]  # implied by every pattern of the denylist below, as reviewed
+    reviewed: str  # fingerprint of that denylist
 
 
 _LIBRARY: tuple[_Plugin, ...] = (
     _Plugin(AWSKeyDetector, "aws_key", True, _TOKEN_TAIL,
-            "a3t[a-z0-9]|abia|acca|akia|asia|aws", "2442535eca47"),
+            ("a3t", "abia", "acca", "akia", "asia", "aws"), "2442535eca47"),
     _Plugin(AzureStorageKeyDetector, "azure_storage_key", False, None,
-            "accountkey=", "8e27b61d2248"),
-    _Plugin(BasicAuthDetector, "password", True, None, "://", "de1d18ad6f14"),
+            ("accountkey=",), "8e27b61d2248"),
+    _Plugin(BasicAuthDetector, "password", True, None, ("://",), "de1d18ad6f14"),
     _Plugin(DiscordBotTokenDetector, "discord_token", False, _TOKEN_TAIL,
-            r"\.[a-z0-9_-]{6}\.", "fe064d6f9d32"),
-    # group 1 of the GitHub/GitLab patterns is the prefix only: the whole match is the token
+            (r"\.[a-z0-9_-]{6}\.",), "fe064d6f9d32"),
+    # group 1 of the GitHub and GitLab patterns is the prefix only: the token is the match
     _Plugin(GitHubTokenDetector, "github_token", False, _TOKEN_TAIL,
-            "gh[opusr]_", "5deb36728575"),
+            ("gh[opusr]_",), "5deb36728575"),
     _Plugin(GitLabTokenDetector, "gitlab_token", False, _TOKEN_TAIL,
-            "gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|gr1348941", "088caa7db6e3"),
-    _Plugin(JwtTokenDetector, "jwt", False, _JWT_TAIL, "eyj", "39549fd323b5"),
+            ("gl[a-z]+-", "gr1348941"), "088caa7db6e3"),
+    _Plugin(JwtTokenDetector, "jwt", False, _JWT_TAIL, ("eyj",), "39549fd323b5"),
     _Plugin(MailchimpDetector, "mailchimp_key", False, _TOKEN_TAIL,
-            "-us[0-9]", "d5687e015476"),
-    _Plugin(NpmDetector, "npm_token", True, None, "_authtoken", "f14156c56edf"),
-    _Plugin(OpenAIDetector, "openai_key", False, _TOKEN_TAIL, "t3blbkfj", "a2802213e73b"),
+            ("-us[0-9]",), "d5687e015476"),
+    _Plugin(NpmDetector, "npm_token", True, None, ("_authtoken",), "f14156c56edf"),
+    _Plugin(OpenAIDetector, "openai_key", False, _TOKEN_TAIL, ("t3blbkfj",), "a2802213e73b"),
     _Plugin(PrivateKeyDetector, "private_key", False, None,
-            "private key|putty-user-key-file", "1611ba7642b4"),
-    _Plugin(PypiTokenDetector, "pypi_token", False, _TOKEN_TAIL, "pypi-age", "9a232d75b6e3"),
-    _Plugin(SendGridDetector, "sendgrid_key", False, _TOKEN_TAIL, r"sg\.", "11d94bdefe78"),
+            ("private key", "putty-user-key-file"), "1611ba7642b4"),
+    _Plugin(PypiTokenDetector, "pypi_token", False, _TOKEN_TAIL, ("pypi-age",), "9a232d75b6e3"),
+    _Plugin(SendGridDetector, "sendgrid_key", False, _TOKEN_TAIL, (r"sg\.",), "11d94bdefe78"),
     _Plugin(SlackDetector, "slack_token", False, _TOKEN_TAIL,
-            r"xox[abposr]-|hooks\.slack\.com", "9da34c83c226"),
+            ("xox", r"hooks\.slack\.com"), "9da34c83c226"),
     _Plugin(SquareOAuthDetector, "square_secret", False, _TOKEN_TAIL,
-            "sq0csp-", "ef73f5dac6f5"),
-    _Plugin(StripeDetector, "stripe_key", False, _TOKEN_TAIL, "k_live_", "1e68da2ed787"),
+            ("sq0csp-",), "ef73f5dac6f5"),
+    _Plugin(StripeDetector, "stripe_key", False, _TOKEN_TAIL, ("k_live_",), "1e68da2ed787"),
     _Plugin(TelegramBotTokenDetector, "telegram_token", False, _TOKEN_TAIL,
-            r"\d:[0-9a-z_-]{35}", "3e018cd64d8c"),
+            (":[0-9a-z_-]{35}",), "3e018cd64d8c"),
     _Plugin(TwilioKeyDetector, "twilio_key", False, _TOKEN_TAIL,
-            "(?:ac|sk)[a-z0-9]{32}", "b5f86cce3bba"),
+            ("ac[a-z0-9]{32}", "sk[a-z0-9]{32}"), "b5f86cce3bba"),
 )  # fmt: skip
 
-# Where a plugin's denylist is no longer the one reviewed (a detect-secrets upgrade), its gate
-# is no longer proven: each pattern then gates itself, case-insensitively (still implied on
-# lowercased text), or, where Rust cannot compile it, lets everything through. Slower, never a
-# hole; a unit test fails so the gate gets reviewed again.
-CATCH_ALL = ""
+# A gate let everything through: the polars prefilter then passes every value.
+CATCH_ALL: tuple[str, ...] = ("",)
 
 
 def fingerprint(plugin: type[RegexBasedDetector]) -> str:
@@ -154,9 +174,13 @@ def _rust_compiles(pattern: str) -> bool:
     return True
 
 
-def _unreviewed_gate(pattern: re.Pattern[str]) -> str:
+def _unreviewed_gate(pattern: re.Pattern[str]) -> tuple[str, ...]:
+    """After a detect-secrets upgrade changed a denylist, its hand-written gate is unproven:
+    the pattern gates itself (case-insensitively, so it still holds on lowercased text) or,
+    where Rust cannot compile it, everything passes. Slower, never a hole; a unit test fails
+    until the gate is reviewed again."""
     gate = f"(?i:{pattern.pattern})"
-    return gate if _rust_compiles(gate) else CATCH_ALL
+    return (gate,) if _rust_compiles(gate) else CATCH_ALL
 
 
 def _jwt_valid(m: re.Match[str]) -> bool:
@@ -176,6 +200,7 @@ def _library_detectors() -> list[_Detector]:
                     gate=spec.gate if reviewed else _unreviewed_gate(pattern),
                     groups=(group,),
                     tail=spec.tail if group == 0 else None,
+                    clip=_TOKEN_TAIL if spec.plugin is NpmDetector else None,
                     accept=_jwt_valid if spec.plugin is JwtTokenDetector else None,
                     keep_prefix="AccountKey=" if spec.plugin is AzureStorageKeyDetector else "",
                     priority=1 if spec.plugin is BasicAuthDetector else 0,
@@ -184,36 +209,28 @@ def _library_detectors() -> list[_Detector]:
     return out
 
 
-# --- patterns added here ----------------------------------------------------------------------
+# --- keyword assignments ----------------------------------------------------------------------
 
-
-def _mixed_token(m: re.Match[str]) -> bool:
-    """Random API keys mix cases and digits; slugs such as ``sk-learn-...`` do not."""
-    body = m.group(0)
-    return (
-        any(c.isdigit() for c in body)
-        and any(c.isupper() for c in body)
-        and any(c.islower() for c in body)
-    )
-
-
+# detect-secrets' KeywordDetector finds the line of `password = ...` but its unquoted value
+# runs to the end of the line; here the value stops at the first delimiter, so
+# `PGPASSWORD=x psql -h db` keeps its command. Its keyword list is reused as is; `token` is
+# added (GITHUB_TOKEN, access_token) only as the end of a name, so that max_tokens, token_type
+# and tokenizer stay.
 _KW = "|".join(k.replace("_?", "[_.-]?") for k in keyword.DENYLIST)
-# The key alternatives of an assignment. detect-secrets' KeywordDetector finds such lines but its
-# unquoted value runs to the end of the line; here the value stops at the first delimiter so
-# `PGPASSWORD=x psql -h db` keeps the command. `token` is added (GITHUB_TOKEN, access_token)
-# only as the end of a name, so max_tokens, token_type and tokenizer stay untouched.
 _KEY = rf"(?:[\w.-]*?(?:{_KW})[\w.-]*|[\w.-]*token)(?![\w.-])"
-_KEYWORD_GATE = f"{_KW}|token"  # detect-secrets' keywords are lowercase
-_KEY_ONLY = re.compile(rf"(?i)(?P<key>{_KEY})")
+_KEY_ONLY = re.compile(_KEY, re.IGNORECASE)
+# Substrings every keyword of the list contains (a unit test checks each keyword against them).
+_KEYWORD_GATE = ("key", "pass", "pwd", "secret", "contrase", "token")
 # Python annotations: `password: str = "..."` assigns after the type.
 _ANNOTATION = r"str|bytes|secretstr|secretbytes|any|optional\[\w+\]|\w+[ \t]*\|[ \t]*none"
 _ASSIGNMENT = re.compile(
     rf"""
     (?<![\w.-])(?P<key>{_KEY})
-    (?:\\?["'\]]){{0,2}}                      # closing quote of "password" or config['pwd']
+    (?:\\*["'\]]){{0,2}}                      # closing quote of "password" or config['pwd']
     (?:[ \t]*:[ \t]*(?:{_ANNOTATION})(?=[ \t]*=[^=]))?
     [ \t]*(?::=|=>|===?|!==?|=|:)[ \t]*
-    (?:(?P<q>\\?["'`])(?P<qv>[^\n]*?)(?P=q)|(?P<v>[^\s"'`,;&)}}\]<>]+))
+    (?:(?P<q>\\*["'`])(?P<qv>[^\n]*?)(?P=q)
+      |(?P<v>(?:[^\s"'`,;&)}}\]<>]|&(?![\w.-]+=))+))  # `&` ends it before a next `name=`
     """,
     re.IGNORECASE | re.VERBOSE,
 )
@@ -243,7 +260,7 @@ def _kind_for_key(key: str) -> str:
 
 
 def _is_value(value: str, key: str, quoted: bool) -> bool:
-    """False for what sits in a secret's place but is no secret: references, masks, types."""
+    """False for what stands where a secret would but is none: references, masks, types."""
     if len(value) < 2 or value.startswith(_PLACEHOLDER_START) or set(value) <= _MASK_CHARS:
         return False
     if is_templated_secret(value) or _SHELL_REF.fullmatch(value):
@@ -262,22 +279,58 @@ def _is_value(value: str, key: str, quoted: bool) -> bool:
     )
 
 
-def _value_group(m: re.Match[str]) -> str:
-    return "qv" if m.group("qv") is not None else "v"
-
-
 def _assignment_ok(m: re.Match[str]) -> bool:
-    group = _value_group(m)
-    return _is_value(m.group(group), m.group("key"), quoted=group == "qv")
+    quoted = m.group("qv") is not None
+    return _is_value(m.group("qv" if quoted else "v"), m.group("key"), quoted)
 
 
 def _assignment_kind(m: re.Match[str]) -> str:
     return _kind_for_key(m.group("key"))
 
 
-def _auth_kind(m: re.Match[str]) -> str:
-    scheme = (m.group("scheme") or "bearer").lower()
-    return {"bearer": "bearer_token", "basic": "basic_auth"}.get(scheme, "auth_token")
+def _is_ident(c: str) -> bool:
+    return c.isalnum() or c in "_.-"
+
+
+def _keyword_starts(text: str, lowered: str) -> Iterator[int]:
+    """The start of each name holding a keyword: where an assignment can begin."""
+    for word in _KEYWORD_GATE:
+        hit = lowered.find(word)
+        while hit >= 0:
+            start = hit
+            while start and _is_ident(text[start - 1]):
+                start -= 1
+            yield start
+            hit = lowered.find(word, hit + 1)
+
+
+def _at(*words: str) -> _Starts:
+    """Starts where a match begins with one of these lowercase words."""
+
+    def starts(text: str, lowered: str) -> Iterator[int]:
+        for word in words:
+            hit = lowered.find(word)
+            while hit >= 0:
+                yield hit
+                hit = lowered.find(word, hit + 1)
+
+    return starts
+
+
+# --- e-mail addresses -------------------------------------------------------------------------
+
+_LOCAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
+
+
+def _email_starts(text: str, lowered: str) -> Iterator[int]:
+    at = text.find("@")
+    while at >= 0:
+        start = at
+        while start and text[start - 1] in _LOCAL_CHARS:
+            start -= 1
+        if start < at:
+            yield start
+        at = text.find("@", at + 1)
 
 
 def _email_ok(m: re.Match[str]) -> bool:
@@ -285,58 +338,78 @@ def _email_ok(m: re.Match[str]) -> bool:
     return m.group("local").lower() != "git" and not re.match(r"\d+x\.", m.group("domain"))
 
 
+# --- other added detectors --------------------------------------------------------------------
+
+
+def _mixed_token(m: re.Match[str]) -> bool:
+    """Random keys mix upper case, lower case and digits; slugs (`sk-learn-...`) do not."""
+    body = m.group(0)
+    return (
+        any(c.isdigit() for c in body)
+        and any(c.isupper() for c in body)
+        and any(c.islower() for c in body)
+    )
+
+
+def _auth_kind(m: re.Match[str]) -> str:
+    scheme = (m.group("scheme") or "bearer").lower()
+    return {"bearer": "bearer_token", "basic": "basic_auth"}.get(scheme, "auth_token")
+
+
 def _url_password_ok(m: re.Match[str]) -> bool:
     return _is_value(m.group("v"), "password", quoted=True)
 
 
+_PRIVATE_KEY_GATE = ("private key", "putty-user-key-file")
+
 _ADDED: tuple[_Detector, ...] = (
-    # A whole PEM block, not only its header line (the library flags the header); a block
-    # with no END (cut by a length cap) is cut to the end of the text.
+    # A whole PEM block, not only its header line (all the library flags); a block with no END
+    # (cut by a length cap) is cut to the end of the text.
     _Detector(
         "private_key",
         re.compile(
             r"-{4,5} ?BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)? ?-{4,5}[\s\S]*?"
             r"(?:-{4,5} ?END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)? ?-{4,5}|\Z)"
         ),
-        gate="private key|putty-user-key-file",
+        _PRIVATE_KEY_GATE,
     ),
     _Detector(
         "private_key",
         re.compile(r"PuTTY-User-Key-File-\d+:[\s\S]*?(?:Private-MAC:[ \t]*[0-9a-fA-F]+|\Z)"),
-        gate="private key|putty-user-key-file",
+        _PRIVATE_KEY_GATE,
     ),
     # Token families detect-secrets 1.5 lacks: fine-grained GitHub PATs, bare npm tokens,
-    # project/service/Anthropic `sk-` keys without the legacy T3BlbkFJ marker, Stripe test keys,
-    # Google API keys, Hugging Face tokens.
-    _Detector("github_token", re.compile(r"github_pat_[A-Za-z0-9_]{22,}"), "github_pat_"),
-    _Detector("npm_token", re.compile(r"npm_[A-Za-z0-9]{36,}"), "npm_"),
-    _Detector("anthropic_key", re.compile(r"(?<![\w-])sk-ant-[A-Za-z0-9_-]{20,}"), "sk-"),
+    # project, service-account and Anthropic `sk-` keys (no legacy T3BlbkFJ marker), Stripe
+    # test keys, Google API keys, Hugging Face tokens.
+    _Detector("github_token", re.compile(r"github_pat_[A-Za-z0-9_]{22,}"), ("github_pat_",)),
+    _Detector("npm_token", re.compile(r"npm_[A-Za-z0-9]{36,}"), ("npm_",)),
+    _Detector("anthropic_key", re.compile(r"sk-ant-(?<![\w-]sk-ant-)[A-Za-z0-9_-]{20,}"), ("sk-",)),
     _Detector(
         "openai_key",
-        re.compile(r"(?<![\w-])sk-[A-Za-z0-9_-]{20,}"),
-        gate="sk-",
+        re.compile(r"sk-(?<![\w-]sk-)[A-Za-z0-9_-]{20,}"),
+        ("sk-",),
         priority=1,
         accept=_mixed_token,
     ),
-    _Detector("stripe_key", re.compile(r"[rs]k_test_[0-9a-zA-Z]{24,}"), "k_test_"),
-    _Detector("gcp_api_key", re.compile(r"AIza[0-9A-Za-z_-]{35}"), "aiza", tail=_TOKEN_TAIL),
+    _Detector("stripe_key", re.compile(r"[rs]k_test_[0-9a-zA-Z]{24,}"), ("k_test_",)),
+    _Detector("gcp_api_key", re.compile(r"AIza[0-9A-Za-z_-]{35}"), ("aiza",), tail=_TOKEN_TAIL),
     _Detector(
         "huggingface_token",
-        re.compile(r"(?<![\w-])hf_[A-Za-z0-9]{34,}"),
-        gate="hf_",
+        re.compile(r"hf_(?<![\w-]hf_)[A-Za-z0-9]{34,}"),
+        ("hf_",),
         accept=_mixed_token,
     ),
     # Any `scheme://user:pass@`: BasicAuthDetector refuses passwords holding URL sub-delimiters
-    # (`!$&*+;=`), which real connection strings carry unencoded; the user stays readable.
+    # (`!$&*+;=`), which real connection strings carry unencoded. The user stays readable.
     _Detector(
         "password",
-        re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s:/?#@\[\]\"'<>]*:(?P<v>[^\s/?#\"'<>,;]+)@", re.I),
-        gate="://",
+        re.compile(r"://(?<=[A-Za-z0-9+.-]://)[^\s:/?#@\[\]\"'<>]*:(?P<v>[^\s/?#\"'<>]+)@"),
+        ("://",),
         priority=1,
         groups=("v",),
         accept=_url_password_ok,
     ),
-    # Authorization headers: no library plugin; the scheme word stays readable.
+    # Authorization headers (no library plugin); the scheme word stays readable.
     _Detector(
         "bearer_token",
         re.compile(
@@ -344,58 +417,76 @@ _ADDED: tuple[_Detector, ...] = (
             (?:(?P<scheme>bearer|basic|token|bot|digest|negotiate|apikey)[ \t]+
                (?P<v>[A-Za-z0-9\-._~+/]{8,}=*)
               |(?P<raw>[A-Za-z0-9\-._~+/]{20,}=*))""",
-            re.I | re.X,
+            re.IGNORECASE | re.VERBOSE,
         ),
-        gate="authori[sz]ation",
+        ("authori[sz]ation",),
         priority=2,
         groups=("v", "raw"),
         kind_of=_auth_kind,
+        starts=_at("authorization", "authorisation"),
     ),
-    # `Bearer <token>` outside a header; needs a digit so prose ("bearer authentication") stays.
+    # `Bearer <token>` outside a header; it needs a digit so prose ("bearer authentication")
+    # stays.
     _Detector(
         "bearer_token",
-        re.compile(r"\bbearer[ \t]+(?P<v>(?=[A-Za-z\-._~+/]*\d)[A-Za-z0-9\-._~+/]{16,}=*)", re.I),
-        gate="bearer",
+        re.compile(
+            r"\bbearer[ \t]+(?P<v>(?=[A-Za-z\-._~+/]*\d)[A-Za-z0-9\-._~+/]{16,}=*)", re.IGNORECASE
+        ),
+        ("bearer",),
         priority=2,
         groups=("v",),
+        starts=_at("bearer"),
     ),
     _Detector(
         "secret",
         _ASSIGNMENT,
-        gate=_KEYWORD_GATE,
+        _KEYWORD_GATE,
         priority=3,
         groups=("qv", "v"),
         accept=_assignment_ok,
         kind_of=_assignment_kind,
+        starts=_keyword_starts,
     ),
     _Detector(
         "secret",
         _CLI_FLAG,
-        gate=_KEYWORD_GATE,
+        _KEYWORD_GATE,
         priority=3,
         groups=("qv", "v"),
         accept=_assignment_ok,
         kind_of=_assignment_kind,
+        starts=_at("--"),
     ),
-    # E-mail addresses (personal data; no library plugin). A domain needs an alphabetic TLD, so
-    # `deploy@10.0.0.5`, `root@bastion`, `react@18.2.0` and `image@sha256:...` stay.
+    # E-mail addresses (personal data; no library plugin). The domain needs an alphabetic TLD,
+    # so `deploy@10.0.0.5`, `root@bastion`, `react@18.2.0` and `image@sha256:...` stay.
     _Detector(
         "email",
         re.compile(
-            r"(?:(?<=mailto:)|(?<![\w.%+\-:/@]))(?P<local>[A-Za-z0-9._%+\-]+)@"
+            r"(?:(?<=mailto:)|(?<![\w.%+\-:/@]))(?P<local>[A-Za-z0-9_.%+\-]+)@"
             r"(?P<domain>[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
             r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,})(?![\w-])"
         ),
-        gate="@",
+        ("@",),
         priority=4,
         accept=_email_ok,
+        starts=_email_starts,
     ),
 )
 
 _DETECTORS: tuple[_Detector, ...] = (*_library_detectors(), *_ADDED)
-_GATES: dict[str, re.Pattern[str]] = {d.gate: re.compile(d.gate) for d in _DETECTORS}
-_PREFILTER = re.compile("|".join(f"(?:{g})" for g in _GATES))  # on lowercased text
-# The same for polars (Rust regex): the case-insensitive flag replaces lowercasing.
+
+
+_GATES: tuple[str, ...] = tuple(dict.fromkeys(g for d in _DETECTORS for g in d.gate))
+# Literal gates are tested with `in` (substring search beats the regex engine), the rest with
+# their compiled regex.
+_LITERAL_GATES = tuple(g for g in _GATES if _REGEX_META.isdisjoint(g))
+_REGEX_GATES = tuple((g, re.compile(g).search) for g in _GATES if g not in _LITERAL_GATES)
+_DETECTORS_BY_GATE: dict[str, tuple[int, ...]] = {
+    g: tuple(i for i, d in enumerate(_DETECTORS) if g in d.gate) for g in _GATES
+}
+# All gates in one regex: the quick answer for the many texts no gate opens.
+_PREFILTER = re.compile("|".join(f"(?:{g})" for g in _GATES))
+# The same for polars (Rust regex), whose case-insensitive flag stands for lowercasing.
 PREFILTER_PATTERN = "(?i)" + _PREFILTER.pattern
 
 
@@ -404,23 +495,26 @@ PREFILTER_PATTERN = "(?i)" + _PREFILTER.pattern
 _Span = tuple[int, int, int, str]  # start, end, priority, kind
 
 
-def _spans(text: str) -> list[_Span]:
-    lowered = text.lower()
-    open_gates = {g for g, rx in _GATES.items() if rx.search(lowered)}
+def _open_detectors(lowered: str) -> list[_Detector]:
+    gates = [g for g in _LITERAL_GATES if g in lowered]
+    gates += [g for g, search in _REGEX_GATES if search(lowered)]
+    return [_DETECTORS[i] for i in sorted({i for g in gates for i in _DETECTORS_BY_GATE[g]})]
+
+
+def _spans(text: str, lowered: str) -> list[_Span]:
     found: list[_Span] = []
-    for d in _DETECTORS:
-        if d.gate not in open_gates:
-            continue
-        for m in d.pattern.finditer(text):
+    for d in _open_detectors(lowered):
+        for m in d.matches(text, lowered):
             if d.accept is not None and not d.accept(m):
                 continue
             group = next((g for g in d.groups if m.group(g) is not None), 0)
             start, end = m.span(group)
-            if start < 0 or start == end:
+            if start == end:
                 continue
-            if d.tail is not None:
-                tail = d.tail.match(text, end)
-                end = tail.end() if tail else end
+            if d.tail is not None and (tail := d.tail.match(text, end)):
+                end = tail.end()
+            if d.clip is not None and (clip := d.clip.match(text, start)) and clip.end() > start:
+                end = min(end, clip.end())
             if d.keep_prefix and text.startswith(d.keep_prefix, start):
                 start += len(d.keep_prefix)
             found.append((start, end, d.priority, d.kind_of(m) if d.kind_of else d.kind))
@@ -428,7 +522,7 @@ def _spans(text: str) -> list[_Span]:
 
 
 def _merge(spans: Iterable[_Span]) -> list[tuple[int, int, str]]:
-    """Overlapping spans become one; it takes the kind of its most specific detector."""
+    """Overlapping spans become one, named after its most specific detector."""
     merged: list[list[Any]] = []
     for start, end, priority, kind in sorted(spans):
         if merged and start < merged[-1][1]:
@@ -442,9 +536,10 @@ def _merge(spans: Iterable[_Span]) -> list[tuple[int, int, str]]:
 
 
 def _cut(text: str) -> tuple[str, int]:
-    if not _PREFILTER.search(text.lower()):
+    lowered = text.lower()
+    if not _PREFILTER.search(lowered):
         return text, 0
-    spans = _merge(_spans(text))
+    spans = _merge(_spans(text, lowered))
     if not spans:
         return text, 0
     parts: list[str] = []
@@ -457,7 +552,7 @@ def _cut(text: str) -> tuple[str, int]:
     return "".join(parts), len(spans)
 
 
-# Names repeat heavily; the cache holds nothing the caller did not already hold in memory.
+# Names repeat heavily. The cache holds only what its callers already hold in memory.
 _cut_short = functools.lru_cache(maxsize=1 << 16)(_cut)
 _SHORT = 256
 
@@ -477,17 +572,7 @@ def contains_secret(text: str) -> bool:
     return redact_with_count(text)[1] > 0
 
 
-# --- columns and JSON -------------------------------------------------------------------------
-
-
-def _candidates(s: pl.Series) -> list[str]:
-    """Unique non-null values the prefilter cannot prove clean."""
-    unique = s.drop_nulls().unique()
-    return unique.filter(unique.str.contains(PREFILTER_PATTERN)).to_list()
-
-
-def _zeros(s: pl.Series) -> pl.Series:
-    return pl.repeat(0, len(s), dtype=pl.Int32, eager=True).alias(s.name)
+# --- columns ----------------------------------------------------------------------------------
 
 
 def _check_dtype(s: pl.Series) -> None:
@@ -495,55 +580,66 @@ def _check_dtype(s: pl.Series) -> None:
         raise TypeError(f"redaction needs a String column, got {s.dtype} for {s.name!r}")
 
 
-def redact_series(s: pl.Series) -> pl.Series:
-    """`redact` over a String column, computed once per distinct candidate value."""
-    _check_dtype(s)
+def _candidates(s: pl.Series) -> list[str]:
+    """Distinct non-null values the gates cannot prove clean."""
+    unique = s.drop_nulls().unique()
+    return unique.filter(unique.str.contains(PREFILTER_PATTERN)).to_list()
+
+
+def _dirty(s: pl.Series) -> dict[str, tuple[str, int]]:
+    """Each distinct value holding a secret: its redacted form and how many secrets it held."""
     if s.dtype == pl.Null:
-        return s
-    changed = {v: r for v in _candidates(s) if (r := _cut(v)[0]) != v}
-    return s.replace(changed) if changed else s
+        return {}
+    out: dict[str, tuple[str, int]] = {}
+    for value in _candidates(s):
+        redacted, n = _cut(value)
+        if n:
+            out[value] = (redacted, n)
+    return out
+
+
+def redact_series(s: pl.Series) -> pl.Series:
+    """`redact` over a String column, run once per distinct candidate value."""
+    _check_dtype(s)
+    dirty = _dirty(s)
+    return s.replace({v: r for v, (r, _) in dirty.items()}) if dirty else s
 
 
 def redact_series_with_count(s: pl.Series) -> tuple[pl.Series, pl.Series]:
-    """`redact_series` plus an Int32 column of secrets removed per row (0 for nulls)."""
+    """`redact_series` and an Int32 column of the secrets removed per row (0 for nulls)."""
     _check_dtype(s)
-    if s.dtype == pl.Null:
-        return s, _zeros(s)
-    changed: dict[str, tuple[str, int]] = {}
-    for v in _candidates(s):
-        redacted, n = _cut(v)
-        if n:
-            changed[v] = (redacted, n)
-    if not changed:
-        return s, _zeros(s)
-    olds = list(changed)
+    dirty = _dirty(s)
+    if not dirty:
+        return s, pl.repeat(0, len(s), dtype=pl.Int32, eager=True).alias(s.name)
     counts = s.replace_strict(
-        olds, [changed[v][1] for v in olds], default=0, return_dtype=pl.Int32
+        list(dirty), [n for _, n in dirty.values()], default=0, return_dtype=pl.Int32
     ).fill_null(0)
-    return s.replace({v: r for v, (r, _) in changed.items()}), counts
+    return s.replace({v: r for v, (r, _) in dirty.items()}), counts
 
 
 def secret_mask(s: pl.Series) -> pl.Series:
-    """True where a value still holds a secret (null is False): the contract check's fast path."""
+    """True where a value holds a secret (null: False). A contract check's fast path."""
     _check_dtype(s)
-    dirty = [v for v in _candidates(s) if contains_secret(v)] if s.dtype == pl.String else []
+    dirty = _dirty(s)
     if not dirty:
         return pl.repeat(False, len(s), dtype=pl.Boolean, eager=True).alias(s.name)
-    return s.is_in(dirty).fill_null(False)
+    return s.is_in(list(dirty)).fill_null(False)
+
+
+# --- JSON -------------------------------------------------------------------------------------
 
 
 def _secret_key_kind(key: str) -> str | None:
     return _kind_for_key(key) if _KEY_ONLY.fullmatch(key) else None
 
 
-def _redact_under_key(value: Any, kind: str, key: str) -> Any:
-    """A value stored under a secret-named key is a secret whatever it looks like."""
-    if isinstance(value, str):
-        return PLACEHOLDER.format(kind=kind) if _is_value(value, key, quoted=True) else value
+def _under_secret_key(value: Any, kind: str, key: str) -> Any:
+    """A scalar stored under a secret-named key is a secret whatever it looks like."""
     if isinstance(value, bool) or value is None:
         return value
-    if isinstance(value, int | float):
-        return PLACEHOLDER.format(kind=kind) if _is_value(str(value), key, quoted=True) else value
+    if isinstance(value, str | int | float):
+        secret = _is_value(str(value), key, quoted=isinstance(value, str))
+        return PLACEHOLDER.format(kind=kind) if secret else value
     return _walk(value, (kind, key))
 
 
@@ -554,22 +650,22 @@ def _walk(value: Any, secret: tuple[str, str] | None) -> Any:
         out: dict[Any, Any] = {}
         for k, v in value.items():
             key = redact(k) if isinstance(k, str) else k
-            while key in out:  # two keys redacted alike: keep both values
+            while key in out:  # two keys redacted alike: both values stay
                 key = f"{key}'"
-            under = secret or (
-                (kind, k) if isinstance(k, str) and (kind := _secret_key_kind(k)) else None
-            )
-            out[key] = _redact_under_key(v, *under) if under else _walk(v, None)
+            under = secret
+            if under is None and isinstance(k, str) and (kind := _secret_key_kind(k)):
+                under = (kind, k)
+            out[key] = _walk(v, None) if under is None else _under_secret_key(v, *under)
         return out
     if isinstance(value, list | tuple):
-        return [_redact_under_key(v, *secret) if secret else _walk(v, None) for v in value]
+        return [_walk(v, None) if secret is None else _under_secret_key(v, *secret) for v in value]
     return value
 
 
 def redact_json(value: Any) -> Any:
-    """Redact every string of a JSON-like value (keys too); the structure stays as it was.
+    """Every string of a JSON-like value redacted (keys too); dicts and lists keep their shape.
 
-    A scalar under a secret-named key (`{"password": "hunter2"}`) is replaced as a whole: the
-    value alone carries no pattern a text detector could see.
+    A scalar under a secret-named key (`{"password": "hunter2"}`) is replaced as a whole:
+    alone, the value carries nothing a text detector could recognise.
     """
     return _walk(value, None)

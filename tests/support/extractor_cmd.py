@@ -5,7 +5,8 @@ Extraction (default): reads `{"turns": [...], "known_entities": [...]}` on stdin
 spelling is reused. Embedding (`--embed`): reads `{"model": m, "input": [texts]}` and writes
 `{"data": [{"index": i, "embedding": [...]}]}` with deterministic vectors.
 
-    memflow ... --extraction-command "python tests/support/extractor_cmd.py"
+    CommandExtractionProvider(["python", "tests/support/extractor_cmd.py"])
+    CommandEmbeddingProvider(["python", "tests/support/extractor_cmd.py", "--embed"], "fake-8d")
 
 The other flags exist so tests can make it misbehave: --sleep, --fail, --garbage, --short,
 --report-env, --log, --spawn-sleeper.

@@ -1,0 +1,219 @@
+"""Supervise the one Milvus Lite gRPC server that owns `<data_dir>/milvus`.
+
+Milvus Lite takes an exclusive lock on its data directory, so the Dagster step processes, the
+API and the CLI cannot each open it. One detached `milvus-lite server` process owns it instead,
+bound to 127.0.0.1 only (it has no authentication), and everyone reaches it by URI.
+
+`<data_dir>/milvus-server.json` records its pid and port; `<data_dir>/milvus-server.lock`
+(an flock) makes concurrent callers start exactly one. A recorded server is reused while its
+process lives and its port answers; otherwise a new one is started on a free port.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from resources.models.guard import scrubbed_env
+from resources.vector.base import VectorStoreError
+
+HOST = "127.0.0.1"
+STATE_FILE = "milvus-server.json"
+LOCK_FILE = "milvus-server.lock"
+LOG_FILE = "milvus-server.log"
+DATA_SUBDIR = "milvus"
+START_TIMEOUT_S = 180.0  # importing pymilvus + milvus_lite alone takes seconds on a busy box
+LOCK_TIMEOUT_S = START_TIMEOUT_S + 30.0
+STOP_TIMEOUT_S = 15.0
+
+# Servers this process started, kept so they can be reaped (no zombies) when stopped here.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class LiteServer:
+    pid: int
+    port: int
+    data_dir: str
+
+    @property
+    def uri(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+
+@contextlib.contextmanager
+def _locked(data_dir: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(data_dir / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise VectorStoreError(
+                        f"timed out waiting for the Milvus Lite supervisor lock in {data_dir}"
+                    ) from None
+                time.sleep(0.1)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def _alive(pid: int) -> bool:
+    child = _CHILDREN.get(pid)
+    if child is not None:
+        return child.poll() is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie still answers kill(0); a reused pid runs something else
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc (macOS): trust kill(0)
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z" and b"milvus_lite" in cmdline
+
+
+def _answers(port: int, timeout_s: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def _read_state(data_dir: Path) -> LiteServer | None:
+    try:
+        raw = json.loads((data_dir / STATE_FILE).read_text())
+        return LiteServer(int(raw["pid"]), int(raw["port"]), str(raw["data_dir"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_state(data_dir: Path, server: LiteServer) -> None:
+    tmp = data_dir / f".{STATE_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(asdict(server)))
+    os.replace(tmp, data_dir / STATE_FILE)
+
+
+def _log_tail(data_dir: Path, size: int = 2000) -> str:
+    try:
+        return (data_dir / LOG_FILE).read_text(errors="replace")[-size:]
+    except OSError:
+        return ""
+
+
+def running_lite_server(data_dir: str | os.PathLike[str]) -> LiteServer | None:
+    """The live server recorded for `data_dir`, or None."""
+    server = _read_state(Path(data_dir))
+    if server and _alive(server.pid) and _answers(server.port):
+        return server
+    return None
+
+
+def _start(data_dir: Path, timeout_s: float) -> LiteServer:
+    milvus_dir = data_dir / DATA_SUBDIR
+    milvus_dir.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    cmd = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(milvus_dir)]
+    cmd += ["--host", HOST, "--port", str(port), "--max-workers", "8"]
+    with open(data_dir / LOG_FILE, "ab") as log:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=scrubbed_env(),
+            start_new_session=True,  # outlives the step process that started it
+        )
+    _CHILDREN[proc.pid] = proc
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            _CHILDREN.pop(proc.pid, None)
+            raise VectorStoreError(
+                f"Milvus Lite server for {milvus_dir} exited with {proc.returncode}: "
+                f"{_log_tail(data_dir)}"
+            )
+        if _answers(port, 0.5):
+            return LiteServer(proc.pid, port, str(milvus_dir))
+        time.sleep(0.1)
+    _terminate(proc.pid)
+    raise VectorStoreError(
+        f"Milvus Lite server for {milvus_dir} did not answer within {timeout_s:.0f} s: "
+        f"{_log_tail(data_dir)}"
+    )
+
+
+def ensure_lite_server(
+    data_dir: str | os.PathLike[str], *, timeout_s: float = START_TIMEOUT_S
+) -> str:
+    """The URI of the Lite server owning `<data_dir>/milvus`, started if none is running."""
+    root = Path(data_dir).resolve()
+    server = running_lite_server(root)
+    if server is not None:
+        return server.uri
+    with _locked(root):
+        server = running_lite_server(root)  # another process may have started it meanwhile
+        if server is None:
+            stale = _read_state(root)
+            if stale is not None and _alive(stale.pid):
+                _terminate(stale.pid)  # alive but not answering: it holds the data lock
+            server = _start(root, timeout_s)
+            _write_state(root, server)
+    return server.uri
+
+
+def _terminate(pid: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
+    # SIGINT lets `milvus-lite server` stop gRPC and close the database cleanly.
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            child = _CHILDREN.get(pid)
+            if child is not None:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=0.1)
+            else:
+                time.sleep(0.1)
+            if not _alive(pid):
+                _CHILDREN.pop(pid, None)
+                return
+
+
+def stop_lite_server(data_dir: str | os.PathLike[str]) -> bool:
+    """Stop the server recorded for `data_dir`; True if one was running."""
+    root = Path(data_dir).resolve()
+    if not (root / STATE_FILE).exists():
+        return False
+    with _locked(root):
+        server = _read_state(root)
+        was_running = server is not None and _alive(server.pid)
+        if server is not None and was_running:
+            _terminate(server.pid)
+        with contextlib.suppress(FileNotFoundError):
+            (root / STATE_FILE).unlink()
+    return was_running

@@ -1,0 +1,554 @@
+"""Redaction: every secret category, in prose, JSON and names; no false alarms on coding text.
+
+Fake secrets are generated at run time (seeded) so that no token-shaped literal sits in the
+repository for scanners to trip on.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import string
+from dataclasses import dataclass
+
+import polars as pl
+import pytest
+from detect_secrets.plugins import keyword
+
+from schemas import redaction
+from schemas.redaction import (
+    PLACEHOLDER,
+    PREFILTER_PATTERN,
+    contains_secret,
+    redact,
+    redact_json,
+    redact_series,
+    redact_series_with_count,
+    redact_with_count,
+    secret_mask,
+)
+
+_RNG = random.Random(20240611)
+ALNUM = string.ascii_letters + string.digits
+UPPER_DIGITS = string.ascii_uppercase + string.digits
+URLSAFE = ALNUM + "-_"
+
+
+def rand(n: int, alphabet: str = ALNUM) -> str:
+    # Random keys mix cases and digits; make sure each sample does.
+    while True:
+        value = "".join(_RNG.choice(alphabet) for _ in range(n))
+        if alphabet != ALNUM or (
+            any(c.isdigit() for c in value)
+            and any(c.isupper() for c in value)
+            and any(c.islower() for c in value)
+        ):
+            return value
+
+
+def b64url_json(obj: dict[str, object]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+
+def pem(label: str) -> str:
+    body = "\n".join(rand(64, ALNUM + "+/") for _ in range(5))
+    return f"-----BEGIN {label}-----\n{body}\n-----END {label}-----"
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    text: str
+    secret: str  # what must not survive
+    kind: str  # the placeholder expected
+    kept: str = ""  # context that must survive
+
+
+def _cases() -> list[Case]:
+    aws_id = "AKIA" + rand(16, UPPER_DIGITS)
+    aws_secret = rand(40, ALNUM + "/+")
+    azure = base64.b64encode(_RNG.randbytes(64)).decode()
+    jwt = ".".join(
+        [
+            b64url_json({"alg": "HS256", "typ": "JWT"}),
+            b64url_json({"sub": "1234567890", "name": "Jane Doe", "iat": 1516239022}),
+            rand(43, URLSAFE),
+        ]
+    )
+    ghp, gho, ghs = ("gh" + p + "_" + rand(36) for p in "pos")
+    pat = "github_pat_" + rand(22) + "_" + rand(59)
+    glpat = "glpat-" + rand(20, URLSAFE)
+    xoxb = f"xoxb-{_RNG.randrange(10**11, 10**12)}-{_RNG.randrange(10**12, 10**13)}-{rand(24)}"
+    team, hook = rand(8, UPPER_DIGITS), rand(10, UPPER_DIGITS)
+    webhook = f"https://hooks.slack.com/services/T{team}/B{hook}/{rand(24)}"
+    discord = "M" + rand(25) + "." + rand(6) + "." + rand(27)
+    telegram = f"{_RNG.randrange(10**8, 10**9)}:{rand(35, URLSAFE)}"
+    openai_legacy = "sk-" + rand(20) + "T3BlbkFJ" + rand(20)
+    openai_proj = "sk-proj-" + rand(64, URLSAFE) + "T3BlbkFJ" + rand(64, URLSAFE)
+    openai_svc = "sk-svcacct-" + rand(48)
+    anthropic = "sk-ant-api03-" + rand(93, URLSAFE) + "-" + rand(6)
+    stripe_live = "sk_live_" + rand(99)
+    stripe_test = "rk_test_" + rand(24)
+    sendgrid = "SG." + rand(22, URLSAFE) + "." + rand(43, URLSAFE)
+    twilio = "SK" + rand(32, string.digits + "abcdef")
+    npm = "npm_" + rand(36)
+    pypi = "pypi-AgEIcHlwaS5vcmc" + rand(120, URLSAFE)
+    gcp = "AIza" + rand(35, URLSAFE)
+    hf = "hf_" + rand(34)
+    bearer = rand(40, URLSAFE)
+    basic = base64.b64encode(b"admin:correct-horse-battery").decode()
+    pw = "Tr0ub4dor&3"
+    rsa, openssh, generic = pem("RSA PRIVATE KEY"), pem("OPENSSH PRIVATE KEY"), pem("PRIVATE KEY")
+    ec, pgp = pem("EC PRIVATE KEY"), pem("PGP PRIVATE KEY BLOCK")
+    putty = (
+        "PuTTY-User-Key-File-2: ssh-rsa\nEncryption: none\nPrivate-Lines: 2\n"
+        f"{rand(64)}\n{rand(40)}\nPrivate-MAC: {rand(40, '0123456789abcdef')}"
+    )
+    return [
+        Case("aws_key_id", f"export AWS_ACCESS_KEY_ID={aws_id}", aws_id, "aws_key", "export"),
+        Case(
+            "aws_secret_quoted",
+            f'aws_secret_access_key = "{aws_secret}"',
+            aws_secret,
+            "aws_key",
+            "aws_secret_access_key",
+        ),
+        Case(
+            "aws_secret_env",
+            f"AWS_SECRET_ACCESS_KEY={aws_secret} aws s3 ls",
+            aws_secret,
+            "secret",
+            "aws s3 ls",
+        ),
+        Case(
+            "azure_storage",
+            f"DefaultEndpointsProtocol=https;AccountName=acme;AccountKey={azure};"
+            "EndpointSuffix=core.windows.net",
+            azure,
+            "azure_storage_key",
+            "AccountName=acme;AccountKey=[REDACTED:azure_storage_key];EndpointSuffix",
+        ),
+        Case("gcp_api_key", f"maps key {gcp} in the config", gcp, "gcp_api_key", "in the config"),
+        Case("github_ghp", f"git push https://{ghp}@github.com/o/r", ghp, "github_token"),
+        Case("github_gho", f"oauth token {gho}", gho, "github_token", "oauth token"),
+        Case("github_ghs", f"GH app token: {ghs}", ghs, "github_token", "GH app"),
+        Case("github_pat", f"use {pat} for the API", pat, "github_token", "for the API"),
+        Case("gitlab_pat", f"GITLAB: {glpat}", glpat, "gitlab_token", "GITLAB"),
+        Case("slack_bot", f"slack bot {xoxb} posts", xoxb, "slack_token", "posts"),
+        Case("slack_webhook", f"webhook {webhook}", webhook, "slack_token", "webhook"),
+        Case("discord_bot", f"discord bot {discord} online", discord, "discord_token", "online"),
+        Case("telegram_bot", f"telegram {telegram} ok", telegram, "telegram_token", "ok"),
+        Case("openai_legacy", f"key {openai_legacy} end", openai_legacy, "openai_key", "end"),
+        Case("openai_project", f"OPENAI_KEY: {openai_proj}", openai_proj, "openai_key"),
+        Case("openai_service", f"svc {openai_svc} here", openai_svc, "openai_key", "here"),
+        Case("anthropic", f"use {anthropic} now", anthropic, "anthropic_key", "now"),
+        Case("stripe_live", f"charge with {stripe_live}", stripe_live, "stripe_key", "charge"),
+        Case("stripe_test", f"test mode {stripe_test}", stripe_test, "stripe_key", "test mode"),
+        Case("sendgrid", f"mail via {sendgrid}", sendgrid, "sendgrid_key", "mail via"),
+        Case("twilio", f"twilio api {twilio} sms", twilio, "twilio_key", "sms"),
+        Case(
+            "npmrc",
+            f"//registry.npmjs.org/:_authToken={npm}",
+            npm,
+            "npm_token",
+            "//registry.npmjs.org/:_authToken=",
+        ),
+        Case("npm_bare", f"publish with {npm} today", npm, "npm_token", "today"),
+        Case("pypi", f"twine upload -p {pypi} dist/*", pypi, "pypi_token", "dist/*"),
+        Case("huggingface", f"HF {hf} login", hf, "huggingface_token", "login"),
+        Case(
+            "bearer_header",
+            f"curl -H 'Authorization: Bearer {bearer}' https://api.example.com",
+            bearer,
+            "bearer_token",
+            "Authorization: Bearer [REDACTED:bearer_token]",
+        ),
+        Case(
+            "bearer_json_header",
+            f'{{"headers": {{"Authorization": "Bearer {bearer}"}}}}',
+            bearer,
+            "bearer_token",
+            '"Authorization": "Bearer [REDACTED:bearer_token]"',
+        ),
+        Case("bearer_prose", f"sent bearer {bearer} twice", bearer, "bearer_token", "twice"),
+        Case(
+            "basic_header",
+            f"Authorization: Basic {basic}",
+            basic,
+            "basic_auth",
+            "Authorization: Basic",
+        ),
+        Case("jwt", f"session={jwt}; Path=/", jwt, "jwt", "Path=/"),
+        Case("jwt_bearer", f"Authorization: Bearer {jwt}", jwt, "jwt", "Authorization: Bearer"),
+        Case("password_eq", f"password={pw}", pw, "password", "password=[REDACTED:password]"),
+        Case("passwd_colon", f"passwd: {pw}", pw, "password", "passwd: [REDACTED:password]"),
+        Case(
+            "secret_json", f'{{"secret": "{pw}"}}', pw, "secret", '{"secret": "[REDACTED:secret]"}'
+        ),
+        Case(
+            "pgpassword",
+            f"PGPASSWORD={pw} psql -h db -U app",
+            pw,
+            "password",
+            "PGPASSWORD=[REDACTED:password] psql -h db -U app",
+        ),
+        Case(
+            "api_key_single",
+            f"api_key = '{pw}'",
+            pw,
+            "api_key",
+            "api_key = '[REDACTED:api_key]'",
+        ),
+        Case(
+            "annotated",
+            f'db_password: str = "{pw}"',
+            pw,
+            "password",
+            'db_password: str = "[REDACTED:password]"',
+        ),
+        Case("yaml", f"database:\n  password: {pw}\n  host: db", pw, "password", "host: db"),
+        Case("cli_flag", f"mysql --password {pw} -h db", pw, "password", "-h db"),
+        Case("github_token_env", "GITHUB_TOKEN=" + rand(30), "", "token", "GITHUB_TOKEN="),
+        Case(
+            "ado", f"Server=db;User Id=app;Password={pw};", pw, "password", "Server=db;User Id=app;"
+        ),
+        Case(
+            "escaped_json",
+            f'{{\\"password\\": \\"{pw}\\"}}',
+            pw,
+            "password",
+            '\\"password\\": \\"[REDACTED:password]\\"',
+        ),
+        Case(
+            "postgres_url",
+            "postgres://app:s3cr3t-Pa55@db:5432/pay",
+            "s3cr3t-Pa55",
+            "password",
+            "postgres://app:[REDACTED:password]@db:5432/pay",
+        ),
+        Case(
+            "url_special_chars",
+            "mysql://root:p4$$w0rd!;x@127.0.0.1:3306/app",
+            "p4$$w0rd!",
+            "password",
+            "mysql://root:[REDACTED:password]@127.0.0.1:3306/app",
+        ),
+        Case(
+            "url_no_user",
+            "redis://:hunter22@cache:6379/0",
+            "hunter22",
+            "password",
+            "redis://:[REDACTED:password]@cache:6379/0",
+        ),
+        Case(
+            "url_at_in_password",
+            "mongodb+srv://svc:p@ss@cluster0.example.net/db",
+            "p@ss",
+            "password",
+            "mongodb+srv://svc:[REDACTED:password]@cluster0.example.net/db",
+        ),
+        Case("pem_rsa", f"key:\n{rsa}\nthanks", rsa, "private_key", "thanks"),
+        Case("pem_openssh", f"id_ed25519 is\n{openssh}\n", openssh, "private_key", "id_ed25519"),
+        Case("pem_generic", f"{generic} (pkcs8)", generic, "private_key", "(pkcs8)"),
+        Case("pem_ec", f"ec {ec}", ec, "private_key"),
+        Case("pem_pgp", f"gpg export:\n{pgp}", pgp, "private_key", "gpg export"),
+        Case("putty", f"ppk:\n{putty}\n-- end", putty, "private_key", "-- end"),
+        Case("email", "contact jane.doe@example.com today", "jane.doe", "email", "today"),
+        Case("email_underscore", "owner: john_smith@corp.io", "john_smith", "email", "owner"),
+        Case("email_plus", "<ops+alerts@mail.example.co.uk>", "ops+alerts", "email", "<"),
+        Case("email_mailto", "[mail](mailto:bob@corp.io)", "bob@", "email", "mailto:"),
+        Case("email_author", "Author: Jane Doe <jane@corp.com>", "jane@", "email", "Jane Doe"),
+    ]
+
+
+CASES = _cases()
+CASE_IDS = [c.id for c in CASES]
+
+
+def _assert_redacted(out: str, case: Case, *, exact_kind: bool = True) -> None:
+    if case.secret:
+        assert case.secret not in out
+        # the whole token went, not a fixed-length prefix of it
+        assert case.secret[-6:] not in out or case.secret[-6:] in case.kept
+    if exact_kind:
+        assert PLACEHOLDER.format(kind=case.kind) in out, out
+    else:  # JSON escaping can hide the context a specific detector needs
+        assert "[REDACTED:" in out, out
+    assert case.kept in out, out
+    assert not contains_secret(out), out
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_category_is_redacted(case: Case) -> None:
+    assert contains_secret(case.text)
+    out, n = redact_with_count(case.text)
+    assert n >= 1
+    _assert_redacted(out, case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_category_in_prose(case: Case) -> None:
+    text = f"While fixing the deploy I ran\n{case.text}\nand the build went green again."
+    out = redact(text)
+    assert out is not None
+    _assert_redacted(out, case)
+    assert out.startswith("While fixing the deploy I ran\n")
+    assert out.endswith("and the build went green again.")
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_category_in_json(case: Case) -> None:
+    doc = {"turn": {"role": "user", "content": case.text, "tags": ["ops", case.text]}}
+    # as JSON text (a stored record) it stays parseable
+    out = redact(json.dumps(doc))
+    assert out is not None
+    parsed = json.loads(out)
+    for value in (parsed["turn"]["content"], parsed["turn"]["tags"][1]):
+        _assert_redacted(value, case, exact_kind=False)
+    # as a parsed value, the structure stays
+    walked = redact_json(doc)
+    assert walked["turn"]["role"] == "user" and walked["turn"]["tags"][0] == "ops"
+    _assert_redacted(walked["turn"]["content"], case)
+    _assert_redacted(walked["turn"]["tags"][1], case)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if len(c.text) <= 120], ids=lambda c: c.id)
+def test_category_in_names(case: Case) -> None:
+    out = redact_series(pl.Series("subject", [case.text, "AuthService", case.text]))
+    assert out[1] == "AuthService"
+    assert out[0] == out[2] == redact(case.text)
+    _assert_redacted(out[0], case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
+def test_idempotent(case: Case) -> None:
+    once = redact(case.text)
+    assert redact(once) == once
+    assert redact_with_count(once or "")[1] == 0
+
+
+def _kinds() -> set[str]:
+    kinds = {d.kind for d in redaction._DETECTORS}
+    return kinds | {"password", "token", "api_key", "secret", "basic_auth", "auth_token"}
+
+
+@pytest.mark.parametrize("kind", sorted(_kinds()))
+def test_placeholders_do_not_trigger(kind: str) -> None:
+    ph = PLACEHOLDER.format(kind=kind)
+    contexts = [
+        ph,
+        f"password={ph}",
+        f'{{"secret": "{ph}", "api_key": {json.dumps(ph)}}}',
+        f"PGPASSWORD={ph} psql",
+        f"postgres://app:{ph}@db:5432/pay",
+        f"Authorization: Bearer {ph}",
+        f"mysql --password {ph} -h db",
+        f"token: {ph}",
+        f"{ph}{ph}@{ph}.com",
+    ]
+    for text in contexts:
+        assert not contains_secret(text), text
+        assert redact(text) == text
+
+
+def test_counts_every_secret_and_keeps_the_rest() -> None:
+    aws_id = "AKIA" + rand(16, UPPER_DIGITS)
+    text = (
+        f"Deploy used {aws_id}; mail ops@example.org; "
+        "db at postgres://app:hunter22@db/pay and password=letmein99 today."
+    )
+    out, n = redact_with_count(text)
+    assert n == 4
+    assert out == (
+        "Deploy used [REDACTED:aws_key]; mail [REDACTED:email]; "
+        "db at postgres://app:[REDACTED:password]@db/pay and password=[REDACTED:password] today."
+    )
+
+
+def test_none_passes_through() -> None:
+    assert redact(None) is None
+
+
+def test_truncated_pem_block_is_cut_to_the_end() -> None:
+    block = pem("RSA PRIVATE KEY")
+    text = "here is the key " + block[: len(block) // 2]
+    assert redact(text) == "here is the key [REDACTED:private_key]"
+
+
+def test_token_longer_than_the_library_pattern_is_cut_whole() -> None:
+    key = "sk_live_" + rand(99)
+    assert redact(f"[{key}]") == "[[REDACTED:stripe_key]]"
+
+
+# Ordinary coding text must come back unchanged.
+CLEAN = [
+    "commit 3f2a9c1 fixes the retry loop",
+    "git show 3f2a9c1e9b8d7c6a5f4e3d2c1b0a9f8e7d6c5b4a",
+    "sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "request id 123e4567-e89b-12d3-a456-426614174000",
+    "bump fastapi to v0.115.2 and pydantic 2.9.0-rc.1",
+    "src/auth/password_reset.py",
+    "/home/dev/.ssh/known_hosts",
+    "reset the password flow",
+    "The password field must not be logged",
+    "Password policy: at least 12 characters",  # a colon, then prose: see test below
+    base64.b64encode(b"the quick brown fox jumps over the lazy dog").decode(),
+    "ssh deploy@10.0.0.5 uptime",
+    "ssh root@bastion",
+    "git clone git@github.com:acme/payments.git",
+    "npm i react@18.2.0 @types/node",
+    "FROM python@sha256:0123456789abcdef",
+    "<img src='logo@2x.png'>",
+    "@dataclass(frozen=True)",
+    "max_tokens=4096",
+    "token_type: bearer",
+    "tokenizer = AutoTokenizer.from_pretrained(name)",
+    "def login(user: str, password: str) -> bool:",
+    "password = os.environ['PGPASSWORD']",
+    "password = settings.DB_PASSWORD",
+    "password: ${DB_PASSWORD}",
+    'password: "{{ vault_db_password }}"',
+    "password: <your-password>",
+    "password: ********",
+    '"password": null',
+    "secret_key = get_secret('prod')",
+    "the bearer token expires after an hour",
+    "Authorization header missing",
+    "http://localhost:8080/api/v1/health",
+    "https://docs.python.org/3/library/re.html#re.Pattern",
+    "PWD=/home/dev/project",
+    "primary key (tenant_id, entity_id)",
+    "keyboard shortcuts",
+    "sk-learn-model-selection-utilities",
+    "x-api-key header is required",
+    "kubectl get secret db-creds -o yaml",
+    "eyJfoo.eyJbar is not a token",
+    "Asia/Tokyo timezone",
+    "UserRepository.find_by_email(email)",
+    "",
+]
+
+
+@pytest.mark.parametrize("text", CLEAN)
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    assert redact(text) == text
+    assert not contains_secret(text)
+
+
+def test_documented_decisions() -> None:
+    # an e-mail-shaped SSH login is redacted: the name is as personal as an address
+    assert redact("ssh jane@build.example.com") == "ssh [REDACTED:email]"
+    # a key followed by a colon takes the next word as its value, even in prose
+    assert redact("Password: hunter22") == "Password: [REDACTED:password]"
+    # a type annotation is not a value, an assignment after it is
+    assert redact("password: str") == "password: str"
+    assert redact('password: str = "hunter22"') == 'password: str = "[REDACTED:password]"'
+
+
+def test_redact_json_nested_structures() -> None:
+    value = {
+        "user": "jane@example.com",
+        "config": {
+            "password": "hunter22",
+            "port": 5432,
+            "db": {"PGPASSWORD": 123456, "dsn": "postgres://app:pw99@db/x"},
+            "secrets": {"inner": "abc123", "list": ["x1y2", 7731]},
+            "api_key": None,
+            "verbose": True,
+        },
+        "triples": [
+            {
+                "subject": "AuthService",
+                "predicate": "USES",
+                "object": "AKIA" + rand(16, UPPER_DIGITS),
+            },
+            ("tuple", "ops@example.org"),
+        ],
+        "max_tokens": 4096,
+        "bob@example.com": "an address as a key",
+    }
+    out = redact_json(value)
+    assert out["user"] == "[REDACTED:email]"
+    cfg = out["config"]
+    assert cfg["password"] == "[REDACTED:password]"
+    assert cfg["port"] == 5432
+    assert cfg["db"] == {
+        "PGPASSWORD": "[REDACTED:password]",
+        "dsn": "postgres://app:[REDACTED:password]@db/x",
+    }
+    assert cfg["secrets"] == {
+        "inner": "[REDACTED:secret]",
+        "list": ["[REDACTED:secret]", "[REDACTED:secret]"],
+    }
+    assert cfg["api_key"] is None and cfg["verbose"] is True
+    assert out["triples"][0] == {
+        "subject": "AuthService",
+        "predicate": "USES",
+        "object": "[REDACTED:aws_key]",
+    }
+    assert out["triples"][1] == ["tuple", "[REDACTED:email]"]
+    assert out["max_tokens"] == 4096
+    assert out["[REDACTED:email]"] == "an address as a key"
+    assert redact_json(out) == out
+    assert not contains_secret(json.dumps(out))
+
+
+def test_redact_json_keeps_colliding_keys() -> None:
+    out = redact_json({"a@example.com": 1, "b@example.com": 2})
+    assert sorted(out.values()) == [1, 2]
+    assert all(k.startswith("[REDACTED:email]") for k in out)
+
+
+def _mixed_column() -> pl.Series:
+    values: list[str | None] = []
+    for i, case in enumerate(CASES):
+        values += [case.text, f"Service{i % 7}", None, case.text, "reset the password flow"]
+    values += CLEAN
+    return pl.Series("object", values)
+
+
+def test_series_path_equals_scalar_path() -> None:
+    column = _mixed_column()
+    expected = [redact(v) for v in column.to_list()]
+    assert redact_series(column).to_list() == expected
+    assert redact_series(column).name == "object"
+    redacted, counts = redact_series_with_count(column)
+    assert redacted.to_list() == expected
+    assert counts.dtype == pl.Int32
+    assert counts.to_list() == [0 if v is None else redact_with_count(v)[1] for v in column]
+    assert secret_mask(column).to_list() == [v is not None and contains_secret(v) for v in column]
+    assert not secret_mask(redacted).any()
+    assert redact_series(redacted).equals(redacted)
+
+
+def test_series_edge_cases() -> None:
+    clean = pl.Series("n", ["a", None, "b"])
+    assert redact_series(clean).equals(clean)
+    assert redact_series_with_count(clean)[1].to_list() == [0, 0, 0]
+    nulls = pl.Series("n", [None, None])
+    assert redact_series(nulls).to_list() == [None, None]
+    assert secret_mask(nulls).to_list() == [False, False]
+    with pytest.raises(TypeError):
+        redact_series(pl.Series("n", [1, 2]))
+
+
+def test_polars_prefilter_passes_every_secret() -> None:
+    texts = pl.Series([c.text for c in CASES])
+    assert texts.str.contains(PREFILTER_PATTERN).all()
+
+
+def test_library_gates_were_reviewed_for_this_detect_secrets() -> None:
+    stale = [
+        s.plugin.__name__
+        for s in redaction._LIBRARY
+        if redaction.fingerprint(s.plugin) != s.reviewed
+    ]
+    assert not stale, f"detect-secrets denylists changed; review the gates of {stale}"
+    assert all(d.gate != redaction.CATCH_ALL for d in redaction._DETECTORS)
+
+
+@pytest.mark.parametrize("kw", keyword.DENYLIST)
+def test_keyword_gate_covers_detect_secrets_keywords(kw: str) -> None:
+    for spelling in (kw.replace("_?", ""), kw.replace("_?", "_")):
+        assert any(word in spelling for word in redaction._KEYWORD_GATE), spelling
