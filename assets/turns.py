@@ -28,14 +28,20 @@ from schemas.redaction import redact, redact_json, redact_with_count
 from schemas.tables import QUARANTINE, RAW_TURNS, conform
 
 
-def _tool_triples(raw: str | None) -> str | None:
+def _tool_triples(raw: str | None) -> tuple[str | None, int]:
+    """The redacted `triples` list of an upsert_graph_triples call, and how many secrets went.
+
+    Only the triples are kept: the rest of a tool's input is not memflow's to store.
+    """
     if raw is None:
-        return None
+        return None, 0
     value = json.loads(raw)
     triples = value.get("triples") if isinstance(value, dict) else None
     if triples is None:
-        return None
-    return json.dumps(redact_json(triples), ensure_ascii=False, sort_keys=True)
+        return None, 0
+    text = json.dumps(triples, ensure_ascii=False, sort_keys=True)
+    _, found = redact_with_count(text)
+    return json.dumps(redact_json(triples), ensure_ascii=False, sort_keys=True), found
 
 
 def mtime_day(path: Path) -> str:
@@ -105,10 +111,7 @@ def read_tenant_day(
             continue
         seen.add(key)
         content, n = redact_with_count(row.get("content") or "")
-        tool_triples = _tool_triples(row.get("tool_input_json"))
-        n_tool = 0
-        if tool_triples is not None and row.get("tool_input_json"):
-            _, n_tool = redact_with_count(row["tool_input_json"])
+        tool_triples, n_tool = _tool_triples(row.get("tool_input_json"))
         stats["redactions"] += n + n_tool
         out_turns.append(
             {

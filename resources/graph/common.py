@@ -1,0 +1,99 @@
+"""Rules every graph backend shares: time encoding and how an expansion is assembled.
+
+Backends only fetch rows; ordering, hop bookkeeping and the cut at `limit` live here so that
+every backend answers `expand` identically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from resources.graph.base import MAX_HOPS
+from resources.records import ExpandedFact, FactRecord
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
+
+# 9999-12-31T23:59:59.999999Z: stands for an open `valid_to` where a backend cannot compare
+# against null portably (Gremlin property predicates).
+OPEN_END_MICROS = 253_402_300_799_999_999
+
+# (entity ids, how many rows at most) -> facts valid at the expansion time touching any of them,
+# in expansion order (confidence descending, then fact_id).
+FetchTouching = Callable[[Sequence[str], int], list[FactRecord]]
+
+
+def to_micros(value: datetime) -> int:
+    """Integer microseconds since the Unix epoch, UTC. Naive datetimes are refused."""
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"datetime {value.isoformat()} has no timezone; use UTC")
+    return (value - EPOCH) // _MICRO
+
+
+def from_micros(value: int) -> datetime:
+    return EPOCH + timedelta(microseconds=value)
+
+
+def fact_order(fact: FactRecord) -> tuple[float, str]:
+    return (-fact.confidence, fact.fact_id)
+
+
+def check_expand_args(seeds: Sequence[str], hops: int, limit: int) -> list[str]:
+    if isinstance(seeds, str):
+        raise TypeError("seeds must be a sequence of entity ids, not one string")
+    if hops not in range(1, MAX_HOPS + 1):
+        raise ValueError(f"hops must be between 1 and {MAX_HOPS}, got {hops}")
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    return sorted(set(seeds))
+
+
+def assemble_expansion(
+    seeds: Sequence[str], *, hops: int, limit: int, fetch: FetchTouching
+) -> list[ExpandedFact]:
+    """Hop 1: facts touching a seed. Hop 2: facts touching a hop-1 neighbour, not already seen.
+
+    `ExpandedFact.seeds` names the seeds a fact was reached from: the seeds it touches (hop 1),
+    or the seeds of the neighbours it touches (hop 2).
+    """
+    seed_list = check_expand_args(seeds, hops, limit)
+    if not seed_list:
+        return []
+    seed_set = set(seed_list)
+    hop1 = fetch(seed_list, limit)
+    out = [
+        ExpandedFact(fact=f, hop=1, seeds=_touching(f, seed_set))
+        for f in sorted(hop1, key=fact_order)
+    ]
+    # A full first hop already fills the answer; a shorter one is every hop-1 fact there is.
+    if hops == 1 or len(hop1) >= limit:
+        return out[:limit]
+
+    via: dict[str, set[str]] = {}
+    for fact in hop1:
+        touched = set(_touching(fact, seed_set))
+        for end in (fact.subject_id, fact.object_id):
+            if end not in seed_set:
+                via.setdefault(end, set()).update(touched)
+    if not via:
+        return out
+    seen = {f.fact_id for f in hop1}
+    # Hop-1 facts touch neighbours too; ask for enough rows to cover them being filtered out.
+    hop2 = [f for f in fetch(sorted(via), limit - len(out) + len(seen)) if f.fact_id not in seen]
+    for fact in sorted(hop2, key=fact_order)[: limit - len(out)]:
+        reached: set[str] = set()
+        for end in (fact.subject_id, fact.object_id):
+            reached |= via.get(end, set())
+        out.append(ExpandedFact(fact=fact, hop=2, seeds=tuple(sorted(reached))))
+    return out
+
+
+def _touching(fact: FactRecord, seeds: set[str]) -> tuple[str, ...]:
+    return tuple(sorted({fact.subject_id, fact.object_id} & seeds))
+
+
+def unique_ids(ids: Iterable[str]) -> list[str]:
+    if isinstance(ids, str):
+        raise TypeError("expected a collection of ids, not one string")
+    return sorted(set(ids))
