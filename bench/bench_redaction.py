@@ -1,10 +1,11 @@
 """Redaction throughput on one core: names (clean, dirty, a repeated column) and turn texts.
 
-    .venv/bin/python -m bench.bench_redaction [--rows 1000000] [--out bench/results/redaction.json]
+    POLARS_MAX_THREADS=1 python bench/bench_redaction.py [--rows 1000000] [--out PATH]
 
 Reports CPU seconds (process time, steadier than wall time on a shared machine) and wall
 seconds. Data are synthetic and seeded: coding-conversation entity names, mostly clean and
 heavily repeated, with 1% carrying a fake secret; turn texts of about 500 characters.
+Results go to bench/results/redaction.json (for bench/report.py) unless --out says otherwise.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import random
 import string
 import sys
@@ -26,6 +28,7 @@ import polars as pl
 
 from schemas import redaction
 
+RESULTS = Path(__file__).parent / "results" / "redaction.json"
 _RNG = random.Random(7)
 _ALNUM = string.ascii_letters + string.digits
 
@@ -82,11 +85,14 @@ def _turn(dirty: bool) -> str:
         f"The test in src/{_RNG.choice(_WORDS)}/test_{_RNG.choice(_WORDS)}.py now passes.",
         f"Next, refactor the {_RNG.choice(_WORDS)} {_RNG.choice(_WORDS)} and bump to v1.4.2.",
         f"Commit {_RNG.getrandbits(28):07x} reverts the token refresh change in the gateway.",
+        f"The {_RNG.choice(_WORDS)} {_RNG.choice(_WORDS)} keeps a cache key per tenant and user.",
+        f"Run `pytest tests/{_RNG.choice(_WORDS)} -q` after the {_RNG.choice(_WORDS)} migration.",
+        f"Logs show {_RNG.randint(2, 900)} retries from the {_RNG.choice(_WORDS)} worker today.",
     ]
     text = " ".join(_RNG.sample(sentences, len(sentences)))
     if dirty:
         text += f" I exported {_dirty_name()} before running it."
-    return text[:520]
+    return text[:500]
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[float, float]:
@@ -103,7 +109,7 @@ def _rate(label: str, items: int, fn: Callable[[], Any], results: dict[str, Any]
         "per_s_wall": round(items / wall),
     }
     print(
-        f"{label:<38} {items:>9,} items  {items / cpu:>12,.0f}/s cpu  {items / wall:>12,.0f}/s wall"
+        f"{label:<30} {items:>9,} items  {items / cpu:>12,.0f}/s cpu  {items / wall:>12,.0f}/s wall"
     )
 
 
@@ -112,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows in the name column")
     parser.add_argument("--distinct", type=int, default=50_000, help="distinct names in it")
     parser.add_argument("--texts", type=int, default=5_000, help="turn texts")
-    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where the JSON goes")
     args = parser.parse_args(argv)
 
     vocab = [_clean_name() for _ in range(args.distinct)]
@@ -133,25 +139,25 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"polars_threads": pl.thread_pool_size()}
     print(f"polars threads: {pl.thread_pool_size()}, python {sys.version.split()[0]}")
     _rate(
-        "series: 1% dirty column (names)",
+        "series_names_1pct_dirty",
         args.rows,
         lambda: redaction.redact_series(column),
         results,
     )
     _rate(
-        "secret_mask: same column (names)",
+        "secret_mask_names",
         args.rows,
         lambda: redaction.secret_mask(column),
         results,
     )
     _rate(
-        "scalar: distinct clean names",
+        "scalar_clean_names",
         len(unique_clean),
         lambda: [cut(n) for n in unique_clean],
         results,
     )
     _rate(
-        "scalar: distinct dirty names",
+        "scalar_dirty_names",
         len(unique_dirty),
         lambda: [cut(n) for n in unique_dirty],
         results,
@@ -159,35 +165,39 @@ def main(argv: list[str] | None = None) -> int:
     redaction._cut_short.cache_clear()
     sample = column.head(200_000).to_list()
     _rate(
-        "scalar redact(): repeated names",
+        "scalar_repeated_names_cached",
         len(sample),
         lambda: [redaction.redact(n) for n in sample],
         results,
     )
     _rate(
-        "scalar: turn texts, no secret",
+        "scalar_turns_clean",
         len(clean_turns),
         lambda: [cut(t) for t in clean_turns],
         results,
     )
     _rate(
-        "scalar: turn texts, one secret",
+        "scalar_turns_one_secret",
         len(dirty_turns),
         lambda: [cut(t) for t in dirty_turns],
         results,
     )
     turns = pl.Series("content", clean_turns + dirty_turns)
     _rate(
-        "series: turn texts (half dirty)",
+        "series_turns_half_dirty",
         len(turns),
         lambda: redaction.redact_series_with_count(turns),
         results,
     )
     results["mean_turn_chars"] = round(sum(map(len, clean_turns + dirty_turns)) / len(turns))
+    results["machine"] = (
+        f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"polars {pl.__version__}"
+    )
+    results["command"] = "POLARS_MAX_THREADS=1 python bench/bench_redaction.py"
 
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
 

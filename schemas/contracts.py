@@ -16,10 +16,10 @@ from schemas import rules
 
 def _no_secrets(data: PolarsData) -> pl.LazyFrame:
     # Imported here: redaction compiles its detectors once, and only validation needs them.
-    from schemas.redaction import redact_series
+    from schemas.redaction import secret_mask
 
     series = data.lazyframe.select(pl.col(data.key)).collect().to_series()
-    return pl.LazyFrame({data.key: (redact_series(series) == series).fill_null(True)})
+    return pl.LazyFrame({data.key: (~secret_mask(series)).fill_null(True)})
 
 
 _NAME_LENGTH = {"min_value": 1, "max_value": rules.MAX_NAME_CHARS}

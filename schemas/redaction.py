@@ -331,13 +331,12 @@ def _email_starts(text: str, lowered: str) -> Iterator[int]:
     at = text.find("@")
     while at >= 0:
         start = at
-        while start:
-            if text[start - 1].isalnum() or text[start - 1] in "_.%+-":
-                start -= 1
-            elif text[start - 1] == "\\" and _JSON_UNICODE_ESCAPE.match(text, start - 1):
-                start -= 1
-            else:
-                break
+        while start and (
+            text[start - 1].isalnum()
+            or text[start - 1] in "_.%+-"
+            or _JSON_UNICODE_ESCAPE.match(text, start - 1) is not None
+        ):
+            start -= 1
         if start < at:
             yield start
         at = text.find("@", at + 1)
@@ -702,13 +701,14 @@ def _walk(value: Any, secret: tuple[str, str] | None) -> Any:
                 under = (kind, k)
             out[key] = _walk(v, None) if under is None else _under_secret_key(v, *under)
         return out
-    if isinstance(value, list | tuple):
+    if isinstance(value, list | tuple | set | frozenset):
         return [_walk(v, None) if secret is None else _under_secret_key(v, *secret) for v in value]
     return value
 
 
 def redact_json(value: Any) -> Any:
-    """Every string of a JSON-like value redacted (keys too); dicts and lists keep their shape.
+    """Every string of a JSON-like value redacted (keys too); dicts keep their keys and order,
+    sequences their order (tuples and sets come back as lists).
 
     A scalar under a secret-named key (`{"password": "hunter2"}`) is replaced as a whole:
     alone, the value carries nothing a text detector could recognise.

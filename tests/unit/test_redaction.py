@@ -534,6 +534,26 @@ def test_redact_json_nested_structures() -> None:
     assert not contains_secret(json.dumps(out))
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "line one\njane@example.com",
+        "josé_núñez@corp.es wrote",
+        "tab\tghp_" + "a1B2" * 9,
+        'PGPASSWORD="s3cr3t-99" psql',
+        "password=abc\\",
+        "see C:\\Users\\dev, token=" + "Zx9" * 4,
+    ],
+)
+def test_json_text_stays_parseable(value: str) -> None:
+    """Spans never split a backslash escape of the JSON text they sit in."""
+    out = redact(json.dumps({"content": value}))
+    assert out is not None
+    content = json.loads(out)["content"]
+    assert "[REDACTED:" in content
+    assert not contains_secret(content)
+
+
 def test_redact_json_keeps_colliding_keys() -> None:
     out = redact_json({"a@example.com": 1, "b@example.com": 2})
     assert sorted(out.values()) == [1, 2]

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# `make bench`: every benchmark, then BENCHMARKS.md regenerated from bench/results/*.json.
+# The Gremlin Server is started by the Makefile around this script.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+status=0
+run() { echo "== $*"; "$@" || { echo "!! failed: $*"; status=1; }; }
+run env POLARS_MAX_THREADS=1 $PY bench/bench_validation.py
+run env POLARS_MAX_THREADS=1 $PY bench/bench_redaction.py
+run $PY bench/bench_embedding_sweep.py
+run $PY bench/bench_graph_sync.py --gremlin-url "${MEMFLOW_GREMLIN_URL:-ws://127.0.0.1:18182/gremlin}"
+run $PY bench/bench_latency.py
+run $PY bench/bench_quality.py
+run $PY bench/report.py
+exit $status

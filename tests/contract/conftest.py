@@ -1,0 +1,75 @@
+"""Graph store backends for the contract suite (tests/contract/test_graph_store.py).
+
+`graph_backend` is parametrized over every backend; each test gets a fresh store handle and
+fresh tenants (`new_scope`), so tests stay apart on a shared Gremlin server and under xdist.
+The Gremlin server is started only when a gremlin test runs (tests/support/gremlin.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from resources.graph.base import GraphStore
+from resources.graph.factory import open_graph_store
+from resources.scope import Scope
+from tests.support.gremlin import GremlinServerUnavailable, acquire_server, release_server
+
+GRAPH_BACKENDS = ("sqlite", "gremlin")
+
+
+@dataclass(frozen=True)
+class GraphBackend:
+    name: str
+    sqlite_path: Path | None = None
+    gremlin_url: str | None = None
+
+    def open(self) -> GraphStore:
+        """A new handle on this backend's store (same file, same server)."""
+        return open_graph_store(
+            self.name, sqlite_path=self.sqlite_path, gremlin_url=self.gremlin_url
+        )
+
+
+@pytest.fixture(scope="session")
+def gremlin_server_url() -> Iterator[str]:
+    try:
+        url = acquire_server()
+    except GremlinServerUnavailable as exc:
+        pytest.fail(f"the Gremlin Server could not be started: {exc}", pytrace=False)
+    yield url
+    release_server()
+
+
+@pytest.fixture(params=GRAPH_BACKENDS)
+def graph_backend(request: pytest.FixtureRequest, tmp_path: Path) -> GraphBackend:
+    if request.param == "gremlin":
+        return GraphBackend("gremlin", gremlin_url=request.getfixturevalue("gremlin_server_url"))
+    return GraphBackend("sqlite", sqlite_path=tmp_path / "graph.sqlite")
+
+
+@pytest.fixture
+def graph_store(graph_backend: GraphBackend) -> Iterator[GraphStore]:
+    store = graph_backend.open()
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def new_scope(graph_store: GraphStore) -> Iterator[Callable[..., Scope]]:
+    """Makes scopes of a tenant no other test uses; their data is deleted afterwards."""
+    made: list[Scope] = []
+    tenant = f"t{uuid.uuid4().hex[:12]}"
+
+    def make(ns: str = "repo", tenant_id: str | None = None) -> Scope:
+        scope = Scope(tenant_id or tenant, ns)
+        made.append(scope)
+        return scope
+
+    yield make
+    for scope in made:
+        graph_store.delete_scope(scope)

@@ -1,0 +1,354 @@
+"""The vector store contract: one suite, run against every backend (`tests.support.milvus`)."""
+
+# The backend fixtures are imported from tests.support.milvus (the contract conftest belongs to
+# the graph suite), so pytest finds them here; their names are then reused as parameters.
+# ruff: noqa: F811
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from resources.scope import Scope, ScopeError
+from resources.vector.base import VectorStoreError
+from resources.vector.factory import open_vector_store
+from resources.vector.lite_server import (
+    STATE_FILE,
+    ensure_lite_server,
+    running_lite_server,
+    stop_lite_server,
+)
+from resources.vector.milvus import MilvusVectorStore, literal, scope_filter
+from resources.vector.sync import sync_vectors, vectors_equal_table
+from tests.support.milvus import fresh_scope, lite_server_dir, vector_store  # noqa: F401
+
+pytestmark = pytest.mark.slow
+
+Scopes = Callable[..., Scope]
+INJECTIONS = [
+    '" or tenant_id != "',
+    'x" || ns != "y',
+    "back\\slash\\",
+    'quote"inside',
+    "new\nline",
+    "carriage\rreturn",
+    "tab\tbed",
+    "ünïcødé ✓",
+    "' or 1=1 --",
+]
+
+
+def unit(*xs: float) -> list[float]:
+    v = np.asarray(xs, dtype=np.float64)
+    return (v / np.linalg.norm(v)).tolist()
+
+
+def at_cosine(c: float) -> list[float]:
+    """A 4-dim unit vector whose cosine with [1, 0, 0, 0] is `c`."""
+    return [c, math.sqrt(1 - c * c), 0.0, 0.0]
+
+
+E1 = [1.0, 0.0, 0.0, 0.0]
+
+
+def test_upsert_then_nearest_best_first(
+    vector_store: MilvusVectorStore, fresh_scope: Scopes
+) -> None:
+    scope = fresh_scope()
+    items = [("a", "ha", at_cosine(0.5)), ("b", "hb", E1), ("c", "hc", at_cosine(0.8))]
+    assert vector_store.upsert("m", 4, scope, items) == 3
+    hits = vector_store.nearest("m", scope, E1, k=8)
+    assert [h.entity_id for h in hits] == ["b", "c", "a"]
+    assert [round(h.score, 4) for h in hits] == [1.0, 0.8, 0.5]
+
+
+def test_upsert_replaces_vector_and_hash(
+    vector_store: MilvusVectorStore, fresh_scope: Scopes
+) -> None:
+    scope = fresh_scope()
+    vector_store.upsert("m", 4, scope, [("a", "h1", E1), ("b", "hb", at_cosine(0.6))])
+    assert vector_store.upsert("m", 4, scope, [("a", "h2", [0.0, 0.0, 1.0, 0.0])]) == 1
+    assert vector_store.ids("m", scope) == {"a": "h2", "b": "hb"}
+    assert [h.entity_id for h in vector_store.nearest("m", scope, E1)] == ["b"]
+    assert vector_store.models(scope) == {"m": (4, 2)}
+    # the same id twice in one call is one row; the last one wins
+    assert vector_store.upsert("m", 4, scope, [("c", "x", E1), ("c", "y", E1)]) == 1
+    assert vector_store.ids("m", scope)["c"] == "y"
+
+
+def test_models_never_share_vectors(vector_store: MilvusVectorStore, fresh_scope: Scopes) -> None:
+    scope = fresh_scope()
+    vector_store.upsert("model/one:v1", 4, scope, [("a", "h", E1), ("b", "h", E1)])
+    vector_store.upsert("model-one-v1", 3, scope, [("z", "h", [1.0, 0.0, 0.0])])
+    assert vector_store.models(scope) == {"model/one:v1": (4, 2), "model-one-v1": (3, 1)}
+    assert {h.entity_id for h in vector_store.nearest("model/one:v1", scope, E1)} == {"a", "b"}
+    assert [h.entity_id for h in vector_store.nearest("model-one-v1", scope, [1, 0, 0])] == ["z"]
+    assert vector_store.ids("model-one-v1", scope) == {"z": "h"}
+    assert vector_store.nearest("never-used", scope, E1) == []
+
+
+def test_dimension_mismatch_is_a_value_error(
+    vector_store: MilvusVectorStore, fresh_scope: Scopes
+) -> None:
+    scope, other = fresh_scope(), fresh_scope("other")
+    vector_store.upsert("m", 4, scope, [("a", "h", E1)])
+    with pytest.raises(ValueError, match="4-dimensional"):
+        vector_store.upsert("m", 3, scope, [("b", "h", [1.0, 0.0, 0.0])])
+    with pytest.raises(ValueError, match="4-dimensional"):
+        vector_store.upsert("m", 3, other, [("b", "h", [1.0, 0.0, 0.0])])
+    with pytest.raises(ValueError, match="4-dimensional"):
+        vector_store.nearest("m", scope, [1.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="expected 4"):
+        vector_store.upsert("m", 4, scope, [("c", "h", [1.0, 0.0])])
+    assert vector_store.ids("m", scope) == {"a": "h"}
+
+
+def test_min_cosine_floor(vector_store: MilvusVectorStore, fresh_scope: Scopes) -> None:
+    scope = fresh_scope()
+    cosines = {"c90": 0.9, "c50": 0.5, "c41": 0.41, "c39": 0.39, "c00": 0.0, "neg": -1.0}
+    vector_store.upsert("m", 4, scope, [(e, "h", at_cosine(c)) for e, c in cosines.items()])
+    assert [h.entity_id for h in vector_store.nearest("m", scope, E1)] == ["c90", "c50", "c41"]
+    low = vector_store.nearest("m", scope, E1, min_cosine=-0.5)
+    assert [h.entity_id for h in low] == ["c90", "c50", "c41", "c39", "c00"]
+    assert vector_store.nearest("m", scope, E1, min_cosine=0.95) == []
+
+
+def test_k_limits_the_hits(vector_store: MilvusVectorStore, fresh_scope: Scopes) -> None:
+    scope = fresh_scope()
+    items = [(f"e{i:02d}", "h", at_cosine(1 - i / 100)) for i in range(20)]
+    vector_store.upsert("m", 4, scope, items)
+    hits = vector_store.nearest("m", scope, E1, k=5)
+    assert [h.entity_id for h in hits] == ["e00", "e01", "e02", "e03", "e04"]
+    assert len(vector_store.nearest("m", scope, E1, k=50)) == 20
+    assert vector_store.nearest("m", scope, E1, k=0) == []
+
+
+def test_scopes_are_isolated(vector_store: MilvusVectorStore, fresh_scope: Scopes) -> None:
+    mine, theirs, sibling = fresh_scope(), fresh_scope(tenant="b"), fresh_scope("sibling")
+    foreign = unit(0, 0, 1, 1)
+    vector_store.upsert("m", 4, mine, [("e1", "mine", E1), ("e2", "mine", at_cosine(0.5))])
+    vector_store.upsert("m", 4, theirs, [("e1", "theirs", foreign), ("e9", "theirs", foreign)])
+    vector_store.upsert("m", 4, sibling, [("e1", "sib", foreign)])
+    # a query equal to the foreign vectors finds nothing foreign
+    assert vector_store.nearest("m", mine, foreign, min_cosine=-1.0, k=10) != []
+    for hit in vector_store.nearest("m", mine, foreign, min_cosine=-1.0, k=10):
+        assert hit.entity_id in {"e1", "e2"} and hit.score < 0.99
+    assert vector_store.nearest("m", mine, foreign) == []
+    assert vector_store.ids("m", mine) == {"e1": "mine", "e2": "mine"}
+    assert vector_store.ids("m", theirs) == {"e1": "theirs", "e9": "theirs"}
+    assert vector_store.delete("m", mine, ["e1", "e9"]) == 1
+    assert vector_store.ids("m", theirs) == {"e1": "theirs", "e9": "theirs"}
+    assert vector_store.ids("m", sibling) == {"e1": "sib"}
+    assert vector_store.models(theirs) == {"m": (4, 2)}
+
+
+def test_search_without_a_tenant_raises(vector_store: MilvusVectorStore) -> None:
+    with pytest.raises(ScopeError):
+        vector_store.nearest("m", None, E1)  # type: ignore[arg-type]
+    with pytest.raises(ScopeError):
+        vector_store.upsert("m", 4, "org/repo", [("a", "h", E1)])  # type: ignore[arg-type]
+    with pytest.raises(ScopeError):
+        Scope("", "repo")
+
+
+@pytest.mark.parametrize("value", INJECTIONS)
+def test_injection_strings_cannot_become_a_scope(value: str) -> None:
+    with pytest.raises(ScopeError):
+        Scope(value, "repo")
+    with pytest.raises(ScopeError):
+        Scope("org", value)
+
+
+def test_injection_strings_as_ids_are_stored_and_filtered_safely(
+    vector_store: MilvusVectorStore, fresh_scope: Scopes
+) -> None:
+    scope, other = fresh_scope(), fresh_scope(tenant="b")
+    items = [(value, f"h{i}", at_cosine(1 - i / 50)) for i, value in enumerate(INJECTIONS)]
+    vector_store.upsert("m", 4, scope, items)
+    vector_store.upsert("m", 4, other, [("bystander", "h", E1)])
+    assert vector_store.ids("m", scope) == {value: f"h{i}" for i, value in enumerate(INJECTIONS)}
+    hits = vector_store.nearest("m", scope, E1, k=len(INJECTIONS))
+    assert [h.entity_id for h in hits] == INJECTIONS
+    wanted = {INJECTIONS[0]: "h0", INJECTIONS[1]: "stale", "absent\n": "h"}
+    assert vector_store.missing("m", scope, wanted) == [INJECTIONS[1], "absent\n"]
+    assert vector_store.delete("m", scope, [INJECTIONS[0], '" or pk != "']) == 1
+    assert INJECTIONS[0] not in vector_store.ids("m", scope)
+    assert len(vector_store.ids("m", scope)) == len(INJECTIONS) - 1
+    assert vector_store.ids("m", other) == {"bystander": "h"}
+
+
+def test_literal_round_trips_through_the_milvus_filter_parser(
+    vector_store: MilvusVectorStore, fresh_scope: Scopes
+) -> None:
+    """Escaping is the only way a value enters an expression: prove it on the real parser."""
+    scope = fresh_scope()
+    vector_store.upsert("m", 4, scope, [(v, "h", E1) for v in INJECTIONS])
+    name = vector_store._target("m", 4, scope)
+    client = vector_store._client
+    for value in INJECTIONS:
+        expr = f"{scope_filter(scope)} and entity_id == {literal(value)}"
+        rows = client.query(name, filter=expr, output_fields=["entity_id"])
+        assert [r["entity_id"] for r in rows] == [value]
+
+
+def test_missing_and_ids(vector_store: MilvusVectorStore, fresh_scope: Scopes) -> None:
+    scope = fresh_scope()
+    assert vector_store.ids("m", scope) == {}
+    vector_store.upsert("m", 4, scope, [("a", "ha", E1), ("b", "hb", E1), ("x", "hx", E1)])
+    wanted = {"a": "ha", "b": "new", "c": "hc"}
+    assert vector_store.missing("m", scope, wanted) == ["b", "c"]
+    assert vector_store.missing("other-model", scope, wanted) == ["a", "b", "c"]
+    assert vector_store.ids("m", scope) == {"a": "ha", "b": "hb", "x": "hx"}
+
+
+def test_delete_and_delete_scope(vector_store: MilvusVectorStore, fresh_scope: Scopes) -> None:
+    scope, keep = fresh_scope(), fresh_scope("keep")
+    vector_store.upsert("m", 4, scope, [("a", "h", E1), ("b", "h", E1)])
+    vector_store.upsert("n", 3, scope, [("a", "h", [1.0, 0.0, 0.0])])
+    vector_store.upsert("m", 4, keep, [("a", "h", E1)])
+    assert vector_store.delete("m", scope, ["a", "never-there"]) == 1
+    assert vector_store.delete("m", scope, []) == 0
+    assert vector_store.ids("m", scope) == {"b": "h"}
+    assert vector_store.models(scope) == {"m": (4, 1), "n": (3, 1)}
+    vector_store.delete_scope(scope)
+    assert vector_store.models(scope) == {}
+    assert vector_store.nearest("m", scope, E1) == []
+    assert vector_store.ids("n", scope) == {}
+    assert vector_store.models(keep) == {"m": (4, 1)}
+    # the scope can be written again afterwards
+    vector_store.upsert("m", 4, scope, [("c", "h", E1)])
+    assert vector_store.ids("m", scope) == {"c": "h"}
+
+
+def table_of(rows: list[tuple[str, str, list[float]]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "entity_id": [r[0] for r in rows],
+            "text_hash": [r[1] for r in rows],
+            "dim": [len(r[2]) for r in rows],
+            "vector": [r[2] for r in rows],
+        },
+        schema={
+            "entity_id": pl.String,
+            "text_hash": pl.String,
+            "dim": pl.Int32,
+            "vector": pl.List(pl.Float32),
+        },
+    )
+
+
+def test_sync_makes_the_store_equal_the_table_idempotently(
+    vector_store: MilvusVectorStore, fresh_scope: Scopes
+) -> None:
+    scope = fresh_scope()
+    vector_store.upsert("other", 4, scope, [("keep-me", "h", E1)])
+    rows = [(f"e{i}", f"h{i}", at_cosine(1 - i / 10)) for i in range(6)]
+    first = sync_vectors(vector_store, "m", scope, table_of(rows))
+    assert (first.written, first.deleted, first.unchanged) == (6, 0, 0)
+    assert vectors_equal_table(vector_store, "m", scope, table_of(rows))[0]
+    again = sync_vectors(vector_store, "m", scope, table_of(rows))
+    assert (again.written, again.deleted, again.unchanged) == (0, 0, 6)
+    changed = [("e0", "renamed", at_cosine(0.2)), *rows[1:5]]  # e5 gone, e0 re-embedded
+    equal, diff = vectors_equal_table(vector_store, "m", scope, table_of(changed))
+    assert not equal
+    assert diff["stale"]["sample"] == ["e0"] and diff["extra"]["sample"] == ["e5"]
+    third = sync_vectors(vector_store, "m", scope, table_of(changed))
+    assert (third.written, third.deleted, third.unchanged) == (1, 1, 4)
+    assert vector_store.ids("m", scope) == {e: h for e, h, _ in changed}
+    assert [h.entity_id for h in vector_store.nearest("m", scope, E1, k=2)] == ["e1", "e2"]
+    assert vector_store.ids("other", scope) == {"keep-me": "h"}
+    emptied = sync_vectors(vector_store, "m", scope, table_of([]))
+    assert emptied.deleted == 5 and vector_store.ids("m", scope) == {}
+
+
+# -- backend specifics --------------------------------------------------------------------------
+
+
+def test_errors_name_the_uri() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    uri = f"http://127.0.0.1:{port}"
+    with pytest.raises(VectorStoreError, match=f"127.0.0.1:{port}"):
+        MilvusVectorStore(uri, timeout=2.0)
+    with pytest.raises(VectorStoreError, match="must be"):
+        MilvusVectorStore("vectors.sqlite")
+
+
+def test_cached_reader_sees_writes_of_another_store(
+    lite_server_dir: Path, fresh_scope: Scopes
+) -> None:
+    """Two processes' worth of stores on one data dir: the reader's cache never goes stale."""
+    scope = fresh_scope()
+    reader = open_vector_store(None, lite_server_dir)
+    writer = open_vector_store(None, lite_server_dir)
+    try:
+        assert reader.nearest("m", scope, E1) == []
+        assert reader.models(scope) == {}
+        writer.upsert("m", 4, scope, [("a", "h", E1)])
+        assert [h.entity_id for h in reader.nearest("m", scope, E1)] == ["a"]
+        assert reader.models(scope) == {"m": (4, 1)}
+        writer.upsert("m", 4, scope, [("a", "h2", [0.0, 1.0, 0.0, 0.0]), ("b", "h", E1)])
+        assert [h.entity_id for h in reader.nearest("m", scope, E1)] == ["b"]
+        writer.delete("m", scope, ["b"])
+        assert reader.nearest("m", scope, E1) == []
+        writer.delete_scope(scope)
+        assert reader.models(scope) == {}
+        assert reader.nearest("m", scope, [0.0, 1.0, 0.0, 0.0]) == []
+    finally:
+        reader.close()
+        writer.close()
+
+
+ENSURE = (
+    "import sys; from resources.vector.lite_server import ensure_lite_server as e; "
+    "print(e(sys.argv[1]))"
+)
+
+
+def test_supervisor_starts_one_shared_server_and_restarts_it(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", ENSURE, str(root)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    uris = {out.strip() for out, _ in outputs}
+    assert len(uris) == 1
+    uri = uris.pop()
+    state = json.loads((root / STATE_FILE).read_text())
+    assert uri == f"http://127.0.0.1:{state['port']}"
+    assert ensure_lite_server(root) == uri
+    server = running_lite_server(root)
+    assert server is not None and server.pid == state["pid"]
+    scope = Scope("org", "repo")
+    with open_vector_store(None, root) as store:
+        store.upsert("m", 4, scope, [("a", "h", E1)])
+    try:
+        assert stop_lite_server(root)
+        assert running_lite_server(root) is None
+        assert not stop_lite_server(root)
+        # a new server on the same data: the vectors are still there
+        ensure_lite_server(root)
+        with open_vector_store(None, root) as store:
+            assert store.ids("m", scope) == {"a": "h"}
+            assert [h.entity_id for h in store.nearest("m", scope, E1)] == ["a"]
+    finally:
+        stop_lite_server(root)
