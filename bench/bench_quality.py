@@ -185,7 +185,9 @@ def load_set(root: Path = SET_DIR) -> BenchSet:
     for hub in spec["hubs"]:
         scope = Scope.parse(hub["tenant"])
         for row in hub["rows"]:
-            rng = random.Random(f"{spec['seed']}|{hub['tenant']}|{hub['subject']}|{row['predicate']}")
+            rng = random.Random(
+                f"{spec['seed']}|{hub['tenant']}|{hub['subject']}|{row['predicate']}"
+            )
             objects = _expand_hub_row(row)
             rng.shuffle(objects)
             for obj in sorted(objects[: row["count"]]):
@@ -248,7 +250,9 @@ def embed_into(
         for i in range(0, len(records), batch):
             chunk = records[i : i + batch]
             vecs = provider.embed([e.name for e in chunk])
-            items = [(e.entity_id, sha256_text(e.name), v) for e, v in zip(chunk, vecs, strict=True)]
+            items = [
+                (e.entity_id, sha256_text(e.name), v) for e, v in zip(chunk, vecs, strict=True)
+            ]
             written += vectors.upsert(provider.model, len(vecs[0]), scope, items)
     return written
 
@@ -343,12 +347,20 @@ def make_stores(workdir: Path) -> tuple[GraphStore, VectorStore]:
     from resources.graph.sqlite import SqliteGraphStore
     from resources.vector.milvus import MilvusVectorStore
 
-    return SqliteGraphStore(str(workdir / "graph.db")), MilvusVectorStore(str(workdir / "vectors.db"))
+    return SqliteGraphStore(str(workdir / "graph.db")), MilvusVectorStore(
+        str(workdir / "vectors.db")
+    )
 
 
+# The shipped configuration and one change each, for `--ablation`.
 VARIANTS: dict[str, RecallConfig] = {
     "shipped": RecallConfig(),
-    "fact_leg=20": RecallConfig(fact_leg=20),
+    "no fact leg": RecallConfig(fact_leg=0),
+    "fact_leg=50": RecallConfig(fact_leg=50),
+    "structure_weight=1": RecallConfig(structure_weight=1.0),
+    "structure_weight=0": RecallConfig(structure_weight=0.0),
+    "fact_vector_weight=1": RecallConfig(fact_vector_weight=1.0),
+    "fuse_depth=8": RecallConfig(fuse_depth=8),
 }
 
 

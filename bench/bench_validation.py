@@ -53,8 +53,9 @@ def generate(rows: int, seed: int = 7) -> pl.DataFrame:
             "predicate": predicate.tolist(),
             "object": obj.tolist(),
             "confidence": confidence,
-            "valid_from": pl.datetime_range(t0, t0 + timedelta(seconds=rows - 1), "1s",
-                                             eager=True, time_zone="UTC"),
+            "valid_from": pl.datetime_range(
+                t0, t0 + timedelta(seconds=rows - 1), "1s", eager=True, time_zone="UTC"
+            ),
             "session_id": "s1",
             "turn_id": "t1",
             "client": "codex",

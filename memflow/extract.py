@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from memflow.landing import UPSERT_TOOL
 from resources.models.base import ExtractionProvider, ModelError, TurnText
 from resources.scope import Scope
 from schemas.tables import QUARANTINE, TRIPLES, conform
@@ -26,7 +27,6 @@ from schemas.triples import (
     triples_frame,
 )
 
-EXPLICIT_TOOL = "upsert_graph_triples"
 TEXT_ROLES = ("user", "assistant")
 
 
@@ -84,7 +84,7 @@ def extract_day(
     for row in records:
         if row["tenant_id"] != scope.tenant_id or row["ns"] != scope.ns:
             raise ValueError(f"a turn of {row['tenant_id']}/{row['ns']} reached {scope}")
-        if row.get("tool_name") == EXPLICIT_TOOL and row.get("tool_triples") is not None:
+        if row.get("tool_name") == UPSERT_TOOL and row.get("tool_triples") is not None:
             report.explicit_turns += 1
             items = json.loads(row["tool_triples"])
             got, bad = items_to_triples(items, _ctx(row, model="explicit", source="explicit"))
@@ -144,4 +144,4 @@ def _batch_reject(row: dict, model: str, source: str, reason: str, detail: str) 
     return [reject_row(ctx, "extraction", reason, detail[:500], "")]
 
 
-__all__ = ["EXPLICIT_TOOL", "ExtractionReport", "ModelError", "extract_day"]
+__all__ = ["UPSERT_TOOL", "ExtractionReport", "ModelError", "extract_day"]

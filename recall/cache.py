@@ -101,13 +101,8 @@ class ScopeIndex:
         }
 
         self.entity_bm25 = BM25Index([self._entity_tokens(e) for e in self.entities])
-        names = self.entity_names
-        aliases = [e.aliases for e in self.entities]
         self.fact_bm25 = BM25Index(
-            [
-                self._fact_tokens(f, aliases, names, int(subj[i]), int(obj[i]))
-                for i, f in enumerate(self.facts)
-            ]
+            [self._fact_tokens(f, int(subj[i]), int(obj[i])) for i, f in enumerate(self.facts)]
         )
 
     def _row_for(self, entity_id: str, name: str) -> int:
@@ -128,20 +123,15 @@ class ScopeIndex:
             tokens.extend(tokenize(kind))
         return tokens
 
-    def _fact_tokens(
-        self,
-        f: FactRecord,
-        aliases: list[tuple[str, ...]],
-        names: list[str],
-        subj: int,
-        obj: int,
-    ) -> list[str]:
+    def _fact_tokens(self, f: FactRecord, subj: int, obj: int) -> list[str]:
         tokens = tokenize(fact_text(f))
-        # Spelling variants of the endpoints let "k8s" reach "deploys to Kubernetes".
+        # The endpoints' spelling variants and types let "k8s" reach "deploys to Kubernetes"
+        # and "which database" reach "payments-api USES PostgreSQL" (a database).
         for row in (subj, obj):
             if row < self.known_entities:
-                for alias in aliases[row]:
-                    tokens.extend(tokenize(alias))
+                e = self.entities[row]
+                for text in (*e.aliases, *e.types):
+                    tokens.extend(tokenize(text))
         return tokens
 
     @property

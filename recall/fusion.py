@@ -14,6 +14,8 @@ RRF_K = 60
 NAME_LEG = "name"
 VECTOR_LEG = "vector"
 
+Ranked = tuple[str, int]  # (item, 1-based rank); tied items share a rank
+
 
 @dataclass(frozen=True, slots=True)
 class Fused:
@@ -30,21 +32,29 @@ class Fused:
         return legs[0] if legs else next(iter(self.ranks), "")
 
 
-def rrf(
-    legs: Mapping[str, Sequence[str]], *, k: int = RRF_K, limit: int | None = None
-) -> list[Fused]:
-    """Fuse ranked lists (best first, one list per leg) into one list, best first.
+def positions(items: Sequence[str]) -> list[Ranked]:
+    """Rank a list by position (1, 2, 3, ...): for legs without ties."""
+    return [(item, i) for i, item in enumerate(items, start=1)]
 
-    Duplicates within a leg keep their first (best) rank. Ties in the fused score are
-    broken by the best single rank, then by the item itself, so the order never depends
-    on dict or store iteration order.
+
+def rrf(
+    legs: Mapping[str, Sequence[Ranked]], *, k: int = RRF_K, limit: int | None = None
+) -> list[Fused]:
+    """Fuse ranked lists (one per leg, each item with its rank in that leg), best first.
+
+    An item listed twice in one leg keeps its best rank. Ties in the fused score are broken by
+    the best single rank, then by the item itself, so the order never depends on dict or store
+    iteration order.
     """
     if k <= 0:
         raise ValueError("k must be positive")
     ranks: dict[str, dict[str, int]] = {}
-    for leg, items in legs.items():
-        for position, item in enumerate(items, start=1):
-            ranks.setdefault(item, {}).setdefault(leg, position)
+    for leg, ranked in legs.items():
+        for item, rank in ranked:
+            if rank < 1:
+                raise ValueError("ranks start at 1")
+            held = ranks.setdefault(item, {})
+            held[leg] = min(rank, held.get(leg, rank))
     fused = [
         Fused(item, sum(1.0 / (k + r) for r in leg_ranks.values()), leg_ranks)
         for item, leg_ranks in ranks.items()

@@ -117,11 +117,17 @@ class BM25Index:
             return np.zeros(self.size, dtype=np.float32)
         return self._model.get_scores_from_ids(ids)
 
-    def top(self, tokens: Sequence[str], n: int) -> list[tuple[int, float]]:
-        """Up to `n` (doc index, score) with score > 0, best first; ties by doc index."""
+    def top(self, tokens: Sequence[str], n: int) -> list[tuple[int, float, int]]:
+        """Up to `n` (doc index, score, rank) with score > 0, best first.
+
+        Equal scores share a rank ("1224" competition ranking), so fusion never rewards an
+        arbitrary order among ties; within a tie the order is by doc index.
+        """
         scores = self.scores(tokens)
         hits = np.flatnonzero(scores > 0)
         if hits.size == 0:
             return []
         order = np.lexsort((hits, -scores[hits]))[:n]
-        return [(int(hits[i]), float(scores[hits[i]])) for i in order]
+        top = scores[hits[order]]
+        ranks = np.searchsorted(-top, -top, side="left") + 1
+        return [(int(hits[i]), float(s), int(r)) for i, s, r in zip(order, top, ranks, strict=True)]

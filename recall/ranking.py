@@ -23,12 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recall.cache import NOT_REACHED, FunctionalPredicates, Neighbourhood, ScopeIndex
+from recall.cache import FunctionalPredicates, Neighbourhood, ScopeIndex
 from recall.fusion import RRF_K
-
-
-STRUCT_W = 1.0
-VEC_W = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +43,6 @@ def competition_rank(values: np.ndarray) -> np.ndarray:
     return np.searchsorted(order, -values, side="left") + 1
 
 
-def dense_rank(keys: np.ndarray) -> np.ndarray:
-    """1-based rank by key, ascending; equal keys share a rank and ranks have no gaps."""
-    _, inverse = np.unique(keys, return_inverse=True)
-    return inverse.astype(np.int64) + 1
-
-
 def select_facts(
     index: ScopeIndex,
     hood: Neighbourhood,
@@ -64,6 +54,8 @@ def select_facts(
     functional: FunctionalPredicates,
     fact_leg: int = 0,
     k: int = RRF_K,
+    structure_weight: float = 1.0,
+    vector_weight: float = 1.0,
 ) -> list[Selected]:
     """Up to `limit` facts, best first, contradicting facts kept next to each other.
 
@@ -83,23 +75,22 @@ def select_facts(
 
     score = np.zeros(rows.size, dtype=np.float64)
     hop = hood.hop[rows].astype(np.int64)
-    reached = hop > 0
-    if reached.any():
-        key = hop[reached] * (int(NOT_REACHED) + 1) + hood.entry[rows][reached]
-        score[reached] += STRUCT_W / (k + dense_rank(key))
+    if structure_weight > 0:
+        # Facts the fact leg found outside the neighbourhood rank after every hop.
+        score += structure_weight / (k + np.where(hop > 0, hop, 3))
 
     lex = lexical[rows]
     matched = lex > 0
     if matched.any():
         score[matched] += 1.0 / (k + competition_rank(lex[matched]))
 
-    if entity_cosine is not None:
+    if entity_cosine is not None and vector_weight > 0:
         cos = np.maximum(
             entity_cosine[index.fact_subject[rows]], entity_cosine[index.fact_object[rows]]
         )
         near = cos > 0
         if near.any():
-            score[near] += VEC_W / (k + competition_rank(cos[near]))
+            score[near] += vector_weight / (k + competition_rank(cos[near]))
 
     order = np.lexsort(
         (

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from recall.cache import DEFAULT_MAX_SCOPES, FunctionalPredicates, ScopeIndex, ScopeIndexCache
-from recall.fusion import NAME_LEG, RRF_K, VECTOR_LEG, Fused, rrf
+from recall.fusion import NAME_LEG, RRF_K, VECTOR_LEG, Fused, Ranked, positions, rrf
 from recall.gate import SkipReason, gate
 from recall.lexical import query_tokens
 from recall.models import (
@@ -63,7 +63,6 @@ from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore
 __all__ = ["RecallConfig", "RecallError", "RecallService", "SemanticUnavailable"]
 
 MAX_QUERY_CHARS = 4096
-FUSE_DEPTH = 50
 MAX_LIMIT = 200
 MAX_ENTITIES = 50
 
@@ -72,11 +71,13 @@ MAX_ENTITIES = 50
 class RecallConfig:
     """Tuning knobs; the defaults are the ones the quality benchmark measured."""
 
-    name_candidates: int = 50  # depth of the lexical entity list fed to fusion
-    vector_candidates: int = 50  # k asked of the vector store (also feeds fact selection)
+    fuse_depth: int = 50  # how deep each entity leg's list goes into fusion
+    vector_candidates: int = 50  # k asked of the vector store
     min_cosine: float = DEFAULT_MIN_COSINE
     rrf_k: int = RRF_K
-    fact_leg: int = 0  # facts the scope-wide fact BM25 may add outside the neighbourhood
+    fact_leg: int = 20  # facts the scope-wide fact BM25 may add outside the neighbourhood
+    structure_weight: float = 0.25  # fact selection: weight of the graph-distance rank
+    fact_vector_weight: float = 0.0  # fact selection: weight of the endpoints' cosine rank
     embed_timeout_s: float = DEFAULT_EMBED_TIMEOUT_S
     coverage_ttl_s: float = DEFAULT_COVERAGE_TTL_S
     max_cached_scopes: int = DEFAULT_MAX_SCOPES
@@ -198,11 +199,7 @@ class RecallService:
 
         legs = self._vector_legs(scope, index, text, ranking, clock)
         warnings.extend(legs.warnings)
-        fused = rrf(
-            {NAME_LEG: names[:FUSE_DEPTH], VECTOR_LEG: [h.entity_id for h in legs.hits][:FUSE_DEPTH]},
-            k=self.config.rrf_k,
-            limit=k_entities,
-        )
+        fused = self._fuse(names, legs.hits, k_entities)
         clock.lap("fuse")
 
         valid = index.valid_at(when)
@@ -224,6 +221,8 @@ class RecallService:
             functional=self.config.functional,
             fact_leg=self.config.fact_leg,
             k=self.config.rrf_k,
+            structure_weight=self.config.structure_weight,
+            vector_weight=self.config.fact_vector_weight,
         )
         facts = [_recalled(index, s) for s in selected]
         clock.lap("select")
@@ -239,9 +238,14 @@ class RecallService:
             timings_ms=clock.timings(),
         )
 
-    def _name_leg(self, index: ScopeIndex, tokens: Sequence[str]) -> list[str]:
-        hits = index.entity_bm25.top(tokens, self.config.name_candidates)
-        return [index.entity_ids[row] for row, _ in hits]
+    def _name_leg(self, index: ScopeIndex, tokens: Sequence[str]) -> list[Ranked]:
+        hits = index.entity_bm25.top(tokens, self.config.fuse_depth)
+        return [(index.entity_ids[row], rank) for row, _, rank in hits]
+
+    def _fuse(self, names: Sequence[Ranked], hits: Sequence[VectorHit], limit: int) -> list[Fused]:
+        depth = self.config.fuse_depth
+        vector = positions([h.entity_id for h in hits[:depth]])
+        return rrf({NAME_LEG: names, VECTOR_LEG: vector}, k=self.config.rrf_k, limit=limit)
 
     def _vector_legs(
         self, scope: Scope, index: ScopeIndex, query: str, ranking: str, clock: _Clock
@@ -315,11 +319,7 @@ class RecallService:
         index = self.indexes.get(scope)
         names = [] if ranking == "semantic" else self._name_leg(index, query_tokens(text))
         legs = self._vector_legs(scope, index, text, ranking, _Clock())
-        fused = rrf(
-            {NAME_LEG: names, VECTOR_LEG: [h.entity_id for h in legs.hits]},
-            k=self.config.rrf_k,
-            limit=limit,
-        )
+        fused = self._fuse(names, legs.hits, limit)
         matches = []
         for f in fused:
             e = index.entities[index.entity_row[f.item]]

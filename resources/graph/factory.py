@@ -33,4 +33,6 @@ def open_graph_store(
         from resources.graph.gremlin import GremlinGraphStore
 
         return GremlinGraphStore(gremlin_url, traversal_source)
-    raise ValueError(f"unknown graph store backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    raise ValueError(
+        f"unknown graph store backend {backend!r}; choose one of {', '.join(BACKENDS)}"
+    )

@@ -344,7 +344,7 @@ class GremlinGraphStore(GraphStore):
     # -- reads -------------------------------------------------------------------------------
 
     def entities(self, scope: Scope) -> list[EntityRecord]:
-        rows = self._call(lambda g: _entities_v(g, scope).element_map(*_ENTITY_KEYS).to_list())
+        rows = self._call(lambda g: _entities_read(g, scope).element_map(*_ENTITY_KEYS).to_list())
         return sorted((_entity(r) for r in rows), key=lambda e: e.entity_id)
 
     def get_entities(self, scope: Scope, entity_ids: Iterable[str]) -> list[EntityRecord]:
@@ -352,7 +352,7 @@ class GremlinGraphStore(GraphStore):
         for chunk in _chunks(unique_ids(entity_ids), _ID_CHUNK):
             rows += self._call(
                 lambda g, chunk=chunk: (
-                    _entities_v(g, scope)
+                    _entities_read(g, scope)
                     .has("entity_id", P.within(chunk))
                     .element_map(*_ENTITY_KEYS)
                     .to_list()
@@ -361,7 +361,7 @@ class GremlinGraphStore(GraphStore):
         return sorted((_entity(r) for r in rows), key=lambda e: e.entity_id)
 
     def facts(self, scope: Scope) -> list[FactRecord]:
-        rows = self._call(lambda g: _facts_e(g, scope).element_map(*_FACT_KEYS).to_list())
+        rows = self._call(lambda g: _facts_read(g, scope).element_map(*_FACT_KEYS).to_list())
         return sorted((_fact(r) for r in rows), key=lambda f: f.fact_id)
 
     def expand(
@@ -385,6 +385,7 @@ class GremlinGraphStore(GraphStore):
                     .has("ns", scope.ns)
                     .has("valid_from", P.lte(t))
                     .has("valid_to", P.gt(t))
+                    .has("row_hash")
                     .dedup()
                     .order()
                     .by("confidence", Order.desc)
@@ -400,8 +401,8 @@ class GremlinGraphStore(GraphStore):
 
     def row_hashes(self, scope: Scope) -> tuple[dict[str, str], dict[str, str]]:
         def read(g: GraphTraversalSource) -> tuple[dict[str, Any], dict[str, Any]]:
-            ents = _entities_v(g, scope).group().by("entity_id").by("row_hash").next()
-            facts = _facts_e(g, scope).group().by("fact_id").by("row_hash").next()
+            ents = _entities_read(g, scope).group().by("entity_id").by("row_hash").next()
+            facts = _facts_read(g, scope).group().by("fact_id").by("row_hash").next()
             return ents, facts
 
         ents, facts = self._call(read)
@@ -413,8 +414,8 @@ class GremlinGraphStore(GraphStore):
     def counts(self, scope: Scope) -> dict[str, int]:
         def read(g: GraphTraversalSource) -> dict[str, int]:
             return {
-                "entities": _entities_v(g, scope).count().next(),
-                "facts": _facts_e(g, scope).count().next(),
+                "entities": _entities_read(g, scope).count().next(),
+                "facts": _facts_read(g, scope).count().next(),
             }
 
         return self._call(read)
@@ -429,7 +430,14 @@ class GremlinGraphStore(GraphStore):
         # The one cross-scope read (an operator listing); it returns scope names only.
         rows = self._call(
             lambda g: (
-                g.V().has_label(ENTITY).project("t", "n").by("tenant_id").by("ns").dedup().to_list()
+                g.V()
+                .has_label(ENTITY)
+                .has("row_hash")
+                .project("t", "n")
+                .by("tenant_id")
+                .by("ns")
+                .dedup()
+                .to_list()
             )
         )
         return sorted({Scope(r["t"], r["n"]) for r in rows}, key=lambda s: (s.tenant_id, s.ns))
@@ -453,6 +461,16 @@ def _entities_v(g: Source, scope: Scope) -> GraphTraversal:
 
 def _facts_e(g: GraphTraversalSource, scope: Scope) -> GraphTraversal:
     return _scoped(g.E(), scope).has_label(FACT)
+
+
+def _entities_read(g: Source, scope: Scope) -> GraphTraversal:
+    # Servers without transactions (TinkerGraph) show a new element before all its properties
+    # are set. Upserts write `row_hash` last, so readers skip elements that lack it.
+    return _entities_v(g, scope).has("row_hash")
+
+
+def _facts_read(g: GraphTraversalSource, scope: Scope) -> GraphTraversal:
+    return _facts_e(g, scope).has("row_hash")
 
 
 def _upsert_entity(t: Source, scope: Scope, e: EntityRecord) -> GraphTraversal:

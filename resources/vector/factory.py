@@ -18,11 +18,15 @@ def open_vector_store(
     token: str | None = None,
 ) -> VectorStore:
     """None: the embedded default, Milvus Lite served by memflow for `data_dir` (started if
-    needed) with a collection per scope and the in-process search cache. A `.db` path: Milvus
-    Lite in this process only. A URI: a Milvus server or cluster (partition-key layout, or the
-    scope layout if it turns out to be a Lite server)."""
+    needed, restarted if it dies), a collection per scope and the in-process search cache.
+    A `.db` path: Milvus Lite in this process only. A URI: a Milvus server or cluster
+    (partition-key layout, or the scope layout if it turns out to be a Lite server)."""
     if uri_or_none is None or not uri_or_none.strip():
         root = Path(data_dir)
-        uri = ensure_lite_server(root)
-        return MilvusVectorStore(uri, layout=Layout.SCOPE, cache_dir=root / CACHE_SUBDIR)
+        return MilvusVectorStore(
+            ensure_lite_server(root),
+            layout=Layout.SCOPE,
+            cache_dir=root / CACHE_SUBDIR,
+            reconnect=lambda: ensure_lite_server(root),  # restarts a server that died
+        )
     return MilvusVectorStore(uri_or_none.strip(), token=token)

@@ -98,10 +98,17 @@ def _answers(port: int, timeout_s: float = 1.0) -> bool:
         return False
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+def _free_port(preferred: int | None = None) -> int:
+    """`preferred` if nothing listens there (clients of a restarted server then reconnect on
+    their own), else any free port."""
+    for port in (preferred, 0) if preferred else (0,):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise VectorStoreError("no free port on 127.0.0.1 for the Milvus Lite server")
 
 
 def _read_state(data_dir: Path) -> LiteServer | None:
@@ -133,10 +140,10 @@ def running_lite_server(data_dir: str | os.PathLike[str]) -> LiteServer | None:
     return None
 
 
-def _start(data_dir: Path, timeout_s: float) -> LiteServer:
+def _start(data_dir: Path, timeout_s: float, port_hint: int | None) -> LiteServer:
     milvus_dir = data_dir / DATA_SUBDIR
     milvus_dir.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = _free_port(port_hint)
     cmd = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(milvus_dir)]
     cmd += ["--host", HOST, "--port", str(port), "--max-workers", "8"]
     with open(data_dir / LOG_FILE, "ab") as log:
@@ -181,7 +188,7 @@ def ensure_lite_server(
             stale = _read_state(root)
             if stale is not None and _alive(stale.pid):
                 _terminate(stale.pid)  # alive but not answering: it holds the data lock
-            server = _start(root, timeout_s)
+            server = _start(root, timeout_s, stale.port if stale else None)
             _write_state(root, server)
     return server.uri
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -350,5 +352,13 @@ def test_supervisor_starts_one_shared_server_and_restarts_it(tmp_path: Path) -> 
         with open_vector_store(None, root) as store:
             assert store.ids("m", scope) == {"a": "h"}
             assert [h.entity_id for h in store.nearest("m", scope, E1)] == ["a"]
+            # the server dies: the store's next call starts a new one and carries on
+            crashed = running_lite_server(root)
+            assert crashed is not None
+            os.kill(crashed.pid, signal.SIGKILL)
+            store.upsert("m", 4, scope, [("b", "h", [0.0, 1.0, 0.0, 0.0])])
+            assert store.ids("m", scope) == {"a": "h", "b": "h"}
+            restarted = running_lite_server(root)
+            assert restarted is not None and restarted.pid != crashed.pid
     finally:
         stop_lite_server(root)

@@ -1,0 +1,114 @@
+"""Writing the landing zone: what ``POST /v1/turns`` and ``POST /v1/triples`` hand the pipeline.
+
+One request becomes one file, ``<landing>/<org>/<repo>/api-<UTC time>-<uuid>.jsonl``, in the
+format `memflow.landing` documents (one turn per line, with ``org`` and ``repo``). The file is
+written as ``.api-....jsonl.tmp`` (the landing reader ignores dot files), flushed to disk and then
+renamed, so the sensor never sees half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from memflow.landing import JSONL_SUFFIX, MAX_LINE_BYTES, UPSERT_TOOL
+from resources.scope import Scope
+
+FILE_PREFIX = "api-"
+
+
+class LineTooLong(ValueError):
+    """A turn does not fit in one landing line (`memflow.landing.MAX_LINE_BYTES`)."""
+
+
+def iso_utc(t: datetime) -> str:
+    """ISO-8601 with an explicit zone, as the landing format requires."""
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def turn_line(scope: Scope, turn: Mapping[str, Any]) -> bytes:
+    """One landing line for `turn` (fields of the landing format), with the scope set; absent
+    optional fields are left out, a missing `content` is written as "" (the key is required)."""
+    record: dict[str, Any] = {"org": scope.tenant_id, "repo": scope.ns, "content": ""}
+    for key, value in turn.items():
+        if key in ("org", "repo") or value is None:
+            continue
+        record[key] = iso_utc(value) if isinstance(value, datetime) else value
+    line = orjson.dumps(record)
+    if len(line) > MAX_LINE_BYTES:
+        raise LineTooLong(f"a turn is longer than {MAX_LINE_BYTES} bytes as a landing line")
+    return line
+
+
+def explicit_turn(
+    *,
+    session_id: str,
+    turn_id: str,
+    ts: datetime,
+    client: str,
+    triples: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """A tool turn in which the agent saved `triples` (the pipeline's explicit-triple path)."""
+    return {
+        "session_id": session_id,
+        "turn_id": turn_id,
+        "ts": ts,
+        "role": "tool",
+        "content": "",
+        "client": client,
+        "tool_name": UPSERT_TOOL,
+        "tool_input": {"triples": list(triples)},
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Landed:
+    scope: Scope
+    path: Path
+    lines: int
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+class LandingWriter:
+    """Writes whole files atomically under one landing root."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def directory(self, scope: Scope) -> Path:
+        return self.root / scope.tenant_id / scope.ns
+
+    def write(self, scope: Scope, turns: Sequence[Mapping[str, Any]]) -> Landed:
+        """Land `turns` of `scope` as one new file; returns where it went."""
+        if not turns:
+            raise ValueError("nothing to land")
+        body = b"".join(turn_line(scope, t) + b"\n" for t in turns)
+        directory = self.directory(scope)
+        directory.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        name = f"{FILE_PREFIX}{stamp}-{uuid.uuid4().hex}{JSONL_SUFFIX}"
+        final = directory / name
+        tmp = directory / f".{name}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(body)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return Landed(scope, final, len(turns))

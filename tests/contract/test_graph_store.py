@@ -1,0 +1,718 @@
+"""The graph store contract: one suite, run against every backend (see conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+import pytest
+
+from resources.graph.base import GraphStore, GraphStoreError
+from resources.graph.factory import open_graph_store
+from resources.graph.sync import graph_equals_table, records_from_tables, sync_graph
+from resources.records import EntityRecord, FactRecord
+from resources.scope import Scope
+from schemas.tables import ENTITIES, FACTS
+from tests.contract.conftest import GraphBackend
+
+pytestmark = pytest.mark.slow
+
+Scopes = Callable[..., Scope]
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+T1 = datetime(2024, 6, 1, 12, 30, tzinfo=UTC)
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+US = timedelta(microseconds=1)
+HOSTILE = [
+    "'); g.V().drop()//",
+    '"); g.E().drop(); ("',
+    "back\\slash\\\\ and \\n literal",
+    "multi\nline\r\nvalue\ttabbed",
+    "ünïcødé ✓ 日本語 🚀",
+    "${jndi:ldap://x}",
+    "' OR 1=1 --",
+    "",
+]
+
+
+def ent(entity_id: str, name: str | None = None, **kw: object) -> EntityRecord:
+    return EntityRecord(entity_id=entity_id, name=name or entity_id.upper(), **kw)  # type: ignore[arg-type]
+
+
+def fact(
+    fact_id: str, subject_id: str, object_id: str, confidence: float = 0.9, **kw: object
+) -> FactRecord:
+    values: dict[str, object] = {
+        "subject": subject_id.upper(),
+        "predicate": "USES",
+        "object": object_id.upper(),
+        "valid_from": T0,
+        **kw,
+    }
+    return FactRecord(
+        fact_id=fact_id,
+        subject_id=subject_id,
+        object_id=object_id,
+        confidence=confidence,
+        **values,  # type: ignore[arg-type]
+    )
+
+
+def expanded_ids(store: GraphStore, scope: Scope, seeds: list[str], **kw: object) -> list[str]:
+    kw.setdefault("as_of", NOW)
+    return [x.fact.fact_id for x in store.expand(scope, seeds, **kw)]  # type: ignore[arg-type]
+
+
+def load_chain(store: GraphStore, scope: Scope) -> None:
+    """a -> b -> c -> d, plus e -> a (incoming to the seed)."""
+    store.upsert_entities(scope, [ent(x) for x in "abcde"])
+    store.upsert_facts(
+        scope,
+        [
+            fact("f_ab", "a", "b", 0.9),
+            fact("f_bc", "b", "c", 0.8),
+            fact("f_cd", "c", "d", 0.7),
+            fact("f_ea", "e", "a", 0.6),
+        ],
+    )
+
+
+# -- upsert and round trip -------------------------------------------------------------------
+
+
+def test_entities_round_trip_and_upsert_is_idempotent(
+    graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    scope = new_scope()
+    rows = [
+        ent("e_b", "Postgres", aliases=("postgres", "PG"), types=("database", "service")),
+        ent("e_a", "ünïcødé ✓", aliases=("ü",), types=()),
+    ]
+    assert graph_store.upsert_entities(scope, rows) == 2
+    assert graph_store.upsert_entities(scope, rows) == 2
+    assert graph_store.entities(scope) == sorted(rows, key=lambda e: e.entity_id)
+    assert graph_store.counts(scope) == {"entities": 2, "facts": 0}
+
+    changed = replace(rows[0], name="PostgreSQL", aliases=("pg",), types=(), row_hash="h2")
+    assert graph_store.upsert_entities(scope, [changed]) == 1
+    assert graph_store.get_entities(scope, ["e_b", "missing"]) == [changed]
+    assert graph_store.counts(scope) == {"entities": 2, "facts": 0}
+    assert graph_store.upsert_entities(scope, []) == 0
+
+
+def test_facts_round_trip_every_field(graph_store: GraphStore, new_scope: Scopes) -> None:
+    scope = new_scope()
+    graph_store.upsert_entities(scope, [ent("a"), ent("b")])
+    full = fact(
+        "f1",
+        "a",
+        "b",
+        0.123456789,
+        predicate="DEPENDS_ON",
+        valid_from=T0 + 7 * US,
+        valid_to=T1,
+        supersedes="f0",
+        superseded_by="f2",
+        session_id="s-1",
+        turn_id="t-9",
+        client="claude-code",
+        model="qwen2.5:7b",
+        source="llm",
+        row_hash="abc",
+    )
+    open_fact = fact("f2", "b", "a", 1.0, supersedes="f1")
+    assert graph_store.upsert_facts(scope, [full, open_fact]) == 2
+    assert graph_store.facts(scope) == [full, open_fact]
+    assert graph_store.facts(scope)[1].valid_to is None
+
+    again = replace(full, confidence=0.5, row_hash="def")
+    assert graph_store.upsert_facts(scope, [again]) == 1
+    assert graph_store.facts(scope) == [again, open_fact]
+    assert graph_store.counts(scope) == {"entities": 2, "facts": 2}
+
+
+def test_fact_with_new_ends_replaces_the_old_link(
+    graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    scope = new_scope()
+    graph_store.upsert_entities(scope, [ent("a"), ent("b"), ent("c")])
+    graph_store.upsert_facts(scope, [fact("f1", "a", "b")])
+    graph_store.upsert_facts(scope, [fact("f1", "c", "b")])
+    assert [(f.fact_id, f.subject_id) for f in graph_store.facts(scope)] == [("f1", "c")]
+    assert expanded_ids(graph_store, scope, ["a"]) == []
+    assert expanded_ids(graph_store, scope, ["c"]) == ["f1"]
+
+
+def test_facts_need_both_entities_in_the_scope(graph_store: GraphStore, new_scope: Scopes) -> None:
+    scope, other = new_scope("one"), new_scope("two")
+    graph_store.upsert_entities(scope, [ent("a")])
+    graph_store.upsert_entities(other, [ent("b")])
+    with pytest.raises(ValueError, match="not in scope"):
+        graph_store.upsert_facts(scope, [fact("f1", "a", "b")])
+    assert graph_store.counts(scope) == {"entities": 1, "facts": 0}
+
+
+def test_naive_datetimes_are_refused(graph_store: GraphStore, new_scope: Scopes) -> None:
+    scope = new_scope()
+    graph_store.upsert_entities(scope, [ent("a"), ent("b")])
+    with pytest.raises(ValueError, match="timezone"):
+        graph_store.upsert_facts(scope, [fact("f1", "a", "b", valid_from=datetime(2024, 1, 1))])
+    with pytest.raises(ValueError, match="timezone"):
+        graph_store.expand(scope, ["a"], as_of=datetime(2024, 1, 1))
+
+
+# -- scope isolation -------------------------------------------------------------------------
+
+
+def test_same_ids_in_two_scopes_never_leak(graph_store: GraphStore, new_scope: Scopes) -> None:
+    mine = new_scope("repo")
+    sibling = new_scope("repo-2")  # same tenant, other namespace
+    foreign = new_scope("repo", tenant_id=mine.tenant_id + "x")  # other tenant, same namespace
+    for i, scope in enumerate((mine, sibling, foreign)):
+        graph_store.upsert_entities(
+            scope, [ent("a", f"A{i}"), ent("b", f"B{i}"), ent("c", f"C{i}")]
+        )
+        graph_store.upsert_facts(
+            scope, [fact("f_ab", "a", "b", subject=f"A{i}"), fact("f_bc", "b", "c")]
+        )
+    graph_store.upsert_facts(foreign, [fact("f_only_foreign", "a", "c")])
+
+    assert [e.name for e in graph_store.entities(mine)] == ["A0", "B0", "C0"]
+    assert [e.name for e in graph_store.get_entities(sibling, ["a"])] == ["A1"]
+    assert [f.subject for f in graph_store.facts(foreign) if f.fact_id == "f_ab"] == ["A2"]
+    assert expanded_ids(graph_store, mine, ["a"], hops=2) == ["f_ab", "f_bc"]
+    assert [x.fact.subject for x in graph_store.expand(mine, ["a"], as_of=NOW)] == ["A0"]
+    assert graph_store.counts(foreign) == {"entities": 3, "facts": 3}
+    assert set(graph_store.row_hashes(mine)[1]) == {"f_ab", "f_bc"}
+
+    assert graph_store.delete_entities(sibling, ["a"]) == 1
+    assert graph_store.delete_facts(foreign, ["f_bc"]) == 1
+    graph_store.delete_scope(mine)
+    assert graph_store.counts(mine) == {"entities": 0, "facts": 0}
+    assert graph_store.counts(sibling) == {"entities": 2, "facts": 1}
+    assert graph_store.counts(foreign) == {"entities": 3, "facts": 2}
+    assert [e.name for e in graph_store.entities(foreign)] == ["A2", "B2", "C2"]
+    scopes = set(graph_store.scopes())
+    assert {sibling, foreign} <= scopes
+    assert mine not in scopes
+
+
+def test_operations_on_an_empty_or_unknown_scope(
+    graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    scope = new_scope()
+    assert graph_store.entities(scope) == []
+    assert graph_store.facts(scope) == []
+    assert graph_store.row_hashes(scope) == ({}, {})
+    assert graph_store.expand(scope, ["a"], hops=2, as_of=NOW) == []
+    assert graph_store.delete_entities(scope, ["a"]) == 0
+    assert graph_store.delete_facts(scope, ["f"]) == 0
+    graph_store.delete_scope(scope)
+    assert graph_store.counts(scope) == {"entities": 0, "facts": 0}
+
+
+# -- time ------------------------------------------------------------------------------------
+
+
+def test_valid_at_is_half_open(graph_store: GraphStore, new_scope: Scopes) -> None:
+    scope = new_scope()
+    graph_store.upsert_entities(scope, [ent("a"), ent("b")])
+    graph_store.upsert_facts(scope, [fact("f1", "a", "b", valid_from=T0, valid_to=T1)])
+    assert expanded_ids(graph_store, scope, ["a"], as_of=T0 - US) == []
+    assert expanded_ids(graph_store, scope, ["a"], as_of=T0) == ["f1"]
+    assert expanded_ids(graph_store, scope, ["a"], as_of=T1 - US) == ["f1"]
+    assert expanded_ids(graph_store, scope, ["a"], as_of=T1) == []
+
+
+def test_supersede_closes_and_links_and_as_of_sees_each_side(
+    graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    scope = new_scope()
+    graph_store.upsert_entities(scope, [ent("app"), ent("mysql"), ent("postgres")])
+    old = fact("f_old", "app", "mysql", 0.9, valid_from=T0)
+    new = fact("f_new", "app", "postgres", 0.8, valid_from=T1)
+    graph_store.upsert_facts(scope, [old, new])
+    before = graph_store.version(scope)
+
+    graph_store.supersede(scope, "f_old", "f_new", T1)
+
+    assert graph_store.version(scope) != before
+    assert expanded_ids(graph_store, scope, ["app"], as_of=T1 - US) == ["f_old"]
+    assert expanded_ids(graph_store, scope, ["app"], as_of=T1) == ["f_new"]
+    assert expanded_ids(graph_store, scope, ["app"], as_of=NOW) == ["f_new"]
+    stored = {f.fact_id: f for f in graph_store.facts(scope)}
+    assert stored["f_old"].valid_to == T1
+    assert stored["f_old"].superseded_by == "f_new"
+    assert stored["f_new"].supersedes == "f_old"
+    # Content is not edited: only the closing time and the links changed.
+    assert replace(stored["f_old"], valid_to=None, superseded_by=None, row_hash="") == old
+    # The sink's hashes no longer match, so the next sync rewrites both rows from the table.
+    assert graph_store.row_hashes(scope)[1] == {"f_old": "", "f_new": ""}
+
+
+def test_supersede_refuses_unknown_facts_and_impossible_times(
+    graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    scope = new_scope()
+    graph_store.upsert_entities(scope, [ent("a"), ent("b")])
+    graph_store.upsert_facts(scope, [fact("f1", "a", "b", valid_from=T1), fact("f2", "b", "a")])
+    with pytest.raises(KeyError):
+        graph_store.supersede(scope, "nope", "f2", NOW)
+    with pytest.raises(KeyError):
+        graph_store.supersede(scope, "f1", "nope", NOW)
+    with pytest.raises(ValueError):
+        graph_store.supersede(scope, "f1", "f2", T0)
+    with pytest.raises(ValueError):
+        graph_store.supersede(scope, "f1", "f1", NOW)
+    assert all(f.valid_to is None for f in graph_store.facts(scope))
+
+
+# -- expansion -------------------------------------------------------------------------------
+
+
+def test_one_hop_versus_two_hops(graph_store: GraphStore, new_scope: Scopes) -> None:
+    scope = new_scope()
+    load_chain(graph_store, scope)
+    one = graph_store.expand(scope, ["a"], hops=1, as_of=NOW)
+    assert [(x.fact.fact_id, x.hop, x.seeds) for x in one] == [
+        ("f_ab", 1, ("a",)),
+        ("f_ea", 1, ("a",)),
+    ]
+    two = graph_store.expand(scope, ["a"], hops=2, as_of=NOW)
+    assert [(x.fact.fact_id, x.hop, x.seeds) for x in two] == [
+        ("f_ab", 1, ("a",)),
+        ("f_ea", 1, ("a",)),
+        ("f_bc", 2, ("a",)),
+    ]
+    both = graph_store.expand(scope, ["a", "c"], hops=1, as_of=NOW)
+    assert [(x.fact.fact_id, x.seeds) for x in both] == [
+        ("f_ab", ("a",)),
+        ("f_bc", ("c",)),
+        ("f_cd", ("c",)),
+        ("f_ea", ("a",)),
+    ]
+
+
+def test_second_hop_only_through_facts_valid_at_the_time(
+    graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    scope = new_scope()
+    graph_store.upsert_entities(scope, [ent("a"), ent("b"), ent("c")])
+    graph_store.upsert_facts(
+        scope, [fact("f_ab", "a", "b", valid_to=T1), fact("f_bc", "b", "c", valid_from=T0)]
+    )
+    assert expanded_ids(graph_store, scope, ["a"], hops=2, as_of=T1 - US) == ["f_ab", "f_bc"]
+    assert expanded_ids(graph_store, scope, ["a"], hops=2, as_of=T1) == []
+
+
+def test_limit_and_ordering(graph_store: GraphStore, new_scope: Scopes) -> None:
+    scope = new_scope()
+    graph_store.upsert_entities(scope, [ent(x) for x in ("s", "n1", "n2", "n3", "far")])
+    graph_store.upsert_facts(
+        scope,
+        [
+            fact("f_b", "s", "n1", 0.5),
+            fact("f_a", "s", "n2", 0.5),  # ties on confidence break by fact_id
+            fact("f_c", "n3", "s", 0.7),
+            fact("f_far", "n1", "far", 1.0),  # best confidence, but a hop further
+        ],
+    )
+    assert expanded_ids(graph_store, scope, ["s"], hops=2) == ["f_c", "f_a", "f_b", "f_far"]
+    assert expanded_ids(graph_store, scope, ["s"], hops=2, limit=3) == ["f_c", "f_a", "f_b"]
+    assert expanded_ids(graph_store, scope, ["s"], hops=2, limit=2) == ["f_c", "f_a"]
+    assert expanded_ids(graph_store, scope, ["s"], hops=1, limit=1) == ["f_c"]
+
+
+def test_expand_arguments(graph_store: GraphStore, new_scope: Scopes) -> None:
+    scope = new_scope()
+    load_chain(graph_store, scope)
+    assert graph_store.expand(scope, [], as_of=NOW) == []
+    assert graph_store.expand(scope, ["unknown"], hops=2, as_of=NOW) == []
+    assert expanded_ids(graph_store, scope, ["a", "a"]) == ["f_ab", "f_ea"]
+    with pytest.raises(ValueError):
+        graph_store.expand(scope, ["a"], hops=3, as_of=NOW)
+    with pytest.raises(ValueError):
+        graph_store.expand(scope, ["a"], hops=0, as_of=NOW)
+    with pytest.raises(ValueError):
+        graph_store.expand(scope, ["a"], limit=0, as_of=NOW)
+
+
+# -- hostile values --------------------------------------------------------------------------
+
+
+def test_hostile_values_are_stored_verbatim_and_never_run(
+    graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    scope, bystander = new_scope("repo"), new_scope("bystander")
+    graph_store.upsert_entities(bystander, [ent("x"), ent("y")])
+    graph_store.upsert_facts(bystander, [fact("f_xy", "x", "y")])
+
+    entities = [
+        ent(f"e{i}'\"\\", value or "empty-name", aliases=(value, "plain"), types=(value,))
+        for i, value in enumerate(HOSTILE)
+    ]
+    graph_store.upsert_entities(scope, entities)
+    facts = [
+        fact(
+            f"f{i}'); drop",
+            entities[i].entity_id,
+            entities[(i + 1) % len(entities)].entity_id,
+            subject=value or "s",
+            predicate="RELATES_TO",
+            object=value + "\n" if value else "o",
+            session_id=value,
+            client=value,
+        )
+        for i, value in enumerate(HOSTILE)
+    ]
+    graph_store.upsert_facts(scope, facts)
+
+    assert graph_store.entities(scope) == sorted(entities, key=lambda e: e.entity_id)
+    assert graph_store.facts(scope) == sorted(facts, key=lambda f: f.fact_id)
+    seeds = [entities[0].entity_id]
+    assert expanded_ids(graph_store, scope, seeds) == sorted([facts[0].fact_id, facts[-1].fact_id])
+    assert graph_store.counts(bystander) == {"entities": 2, "facts": 1}
+    graph_store.delete_facts(scope, [facts[0].fact_id])
+    graph_store.delete_entities(scope, [entities[1].entity_id])
+    assert graph_store.counts(scope) == {"entities": len(HOSTILE) - 1, "facts": len(HOSTILE) - 2}
+    assert graph_store.counts(bystander) == {"entities": 2, "facts": 1}
+
+
+# -- counts, versions, hashes, deletes -------------------------------------------------------
+
+
+def test_counts_and_version_follow_every_change(graph_store: GraphStore, new_scope: Scopes) -> None:
+    scope, other = new_scope("repo"), new_scope("other")
+    versions = [graph_store.version(scope)]
+    assert graph_store.version(scope) == versions[-1]
+
+    graph_store.upsert_entities(scope, [ent("a"), ent("b"), ent("c")])
+    versions.append(graph_store.version(scope))
+    graph_store.upsert_facts(scope, [fact("f1", "a", "b"), fact("f2", "b", "c")])
+    versions.append(graph_store.version(scope))
+    assert graph_store.counts(scope) == {"entities": 3, "facts": 2}
+
+    other_version = graph_store.version(other)
+    graph_store.upsert_entities(other, [ent("a")])
+    assert graph_store.version(scope) == versions[-1]  # another scope's write
+    assert graph_store.version(other) != other_version
+
+    assert graph_store.delete_facts(scope, ["f1", "unknown"]) == 1
+    versions.append(graph_store.version(scope))
+    assert graph_store.delete_facts(scope, ["unknown"]) == 0
+    assert graph_store.version(scope) == versions[-1]  # nothing changed
+
+    # Deleting an entity takes the facts touching it along.
+    assert graph_store.delete_entities(scope, ["c"]) == 1
+    versions.append(graph_store.version(scope))
+    assert graph_store.counts(scope) == {"entities": 2, "facts": 0}
+
+    graph_store.delete_scope(scope)
+    assert graph_store.counts(scope) == {"entities": 0, "facts": 0}
+    graph_store.upsert_entities(scope, [ent("z")])
+    versions.append(graph_store.version(scope))
+    assert len(set(versions)) == len(versions)
+
+
+def test_row_hashes_are_what_was_written(graph_store: GraphStore, new_scope: Scopes) -> None:
+    scope = new_scope()
+    graph_store.upsert_entities(scope, [ent("a", row_hash="ha"), ent("b", row_hash="hb")])
+    graph_store.upsert_facts(scope, [fact("f1", "a", "b", row_hash="hf")])
+    assert graph_store.row_hashes(scope) == ({"a": "ha", "b": "hb"}, {"f1": "hf"})
+
+
+def test_a_second_handle_sees_the_same_store(
+    graph_backend: GraphBackend, graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    scope = new_scope()
+    load_chain(graph_store, scope)
+    with graph_backend.open() as second:
+        assert second.counts(scope) == {"entities": 5, "facts": 4}
+        assert second.version(scope) == graph_store.version(scope)
+        second.delete_facts(scope, ["f_ab"])
+    assert graph_store.counts(scope) == {"entities": 5, "facts": 3}
+
+
+# -- sync ------------------------------------------------------------------------------------
+
+
+def tables(scope: Scope, n_entities: int = 6) -> tuple[pl.DataFrame, pl.DataFrame]:
+    ids = [f"e{i}" for i in range(n_entities)]
+    entities = pl.DataFrame(
+        {
+            "entity_id": ids,
+            "tenant_id": [scope.tenant_id] * n_entities,
+            "ns": [scope.ns] * n_entities,
+            "name": [f"Name {i} ✓" for i in range(n_entities)],
+            "norm_key": [f"name{i}" for i in range(n_entities)],
+            "aliases": [[f"n{i}", "x'y"] if i % 2 else [] for i in range(n_entities)],
+            "types": [["service"] if i % 3 else None for i in range(n_entities)],
+            "first_seen": [T0] * n_entities,
+        },
+        schema=ENTITIES,
+    )
+    facts = pl.DataFrame(
+        {
+            "fact_id": [f"f{i}" for i in range(n_entities - 1)],
+            "tenant_id": [scope.tenant_id] * (n_entities - 1),
+            "ns": [scope.ns] * (n_entities - 1),
+            "subject_id": ids[:-1],
+            "subject": [f"Name {i} ✓" for i in range(n_entities - 1)],
+            "predicate": ["CALLS"] * (n_entities - 1),
+            "object_id": ids[1:],
+            "object": [f"Name {i + 1} ✓" for i in range(n_entities - 1)],
+            "confidence": [0.6 + i / 100 for i in range(n_entities - 1)],
+            "valid_from": [T0 + i * US for i in range(n_entities - 1)],
+            "valid_to": [T1 if i == 0 else None for i in range(n_entities - 1)],
+            "supersedes": [None] * (n_entities - 1),
+            "superseded_by": [None] * (n_entities - 1),
+            "session_id": ["s1"] * (n_entities - 1),
+            "turn_id": [str(i) for i in range(n_entities - 1)],
+            "client": ["codex"] * (n_entities - 1),
+            "model": ["explicit"] * (n_entities - 1),
+            "source": ["explicit"] * (n_entities - 1),
+            "triple_id": [f"t{i}" for i in range(n_entities - 1)],
+        },
+        schema=FACTS,
+    )
+    return entities, facts
+
+
+def test_sync_is_idempotent_and_follows_the_table(
+    graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    scope = new_scope()
+    entities, facts = tables(scope)
+
+    first = sync_graph(graph_store, scope, entities, facts)
+    assert (first.entities_written, first.facts_written, first.unchanged) == (6, 5, 0)
+    assert graph_equals_table(graph_store, scope, entities, facts)[0]
+    records = records_from_tables(entities, facts)
+    assert graph_store.entities(scope) == records[0]
+    assert graph_store.facts(scope) == records[1]
+
+    version = graph_store.version(scope)
+    again = sync_graph(graph_store, scope, entities, facts)
+    assert (again.entities_written, again.facts_written) == (0, 0)
+    assert (again.entities_deleted, again.facts_deleted, again.unchanged) == (0, 0, 11)
+    assert not again.changed
+    assert graph_store.version(scope) == version
+
+    renamed = entities.with_columns(
+        pl.when(pl.col("entity_id") == "e2")
+        .then(pl.lit("Renamed"))
+        .otherwise(pl.col("name"))
+        .alias("name")
+    )
+    fewer_facts = facts.filter(pl.col("fact_id") != "f4")
+    fewer_entities = renamed.filter(pl.col("entity_id") != "e5")  # only f4 touched e5
+    third = sync_graph(graph_store, scope, fewer_entities, fewer_facts)
+    assert (third.entities_written, third.facts_written) == (1, 0)
+    assert (third.entities_deleted, third.facts_deleted) == (1, 1)
+    assert graph_equals_table(graph_store, scope, fewer_entities, fewer_facts)[0]
+
+
+def test_sync_deletes_rows_the_table_does_not_have(
+    graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    scope = new_scope()
+    entities, facts = tables(scope)
+    graph_store.upsert_entities(scope, [ent("stray"), ent("e0", "stale name")])
+    graph_store.upsert_facts(scope, [fact("f_stray", "stray", "e0")])
+
+    ok, details = graph_equals_table(graph_store, scope, entities, facts)
+    assert not ok
+    assert details["extra_entities"] == 1 and details["missing_entities"] == 5
+    assert details["changed_entities"] == 1 and details["sample"]["extra_facts"] == ["f_stray"]
+
+    report = sync_graph(graph_store, scope, entities, facts)
+    assert (report.entities_deleted, report.facts_deleted) == (1, 1)
+    assert graph_equals_table(graph_store, scope, entities, facts) == (
+        True,
+        {
+            "table_entities": 6,
+            "store_entities": 6,
+            "table_facts": 5,
+            "store_facts": 5,
+            **{f"{w}_{k}": 0 for k in ("entities", "facts") for w in ("missing", "extra")},
+            "changed_entities": 0,
+            "changed_facts": 0,
+            "sample": {},
+        },
+    )
+
+
+def test_sync_repairs_edits_made_behind_its_back(
+    graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    scope = new_scope()
+    entities, facts = tables(scope)
+    sync_graph(graph_store, scope, entities, facts)
+    graph_store.supersede(scope, "f1", "f2", T1)
+    ok, details = graph_equals_table(graph_store, scope, entities, facts)
+    assert not ok and details["sample"] == {"changed_facts": ["f1", "f2"]}
+    report = sync_graph(graph_store, scope, entities, facts)
+    assert report.facts_written == 2
+    assert graph_equals_table(graph_store, scope, entities, facts)[0]
+
+
+def test_sync_refuses_rows_of_another_scope(graph_store: GraphStore, new_scope: Scopes) -> None:
+    scope, other = new_scope("repo"), new_scope("other")
+    entities, facts = tables(scope)
+    foreign_entities, _ = tables(other)
+    with pytest.raises(ValueError, match="not in scope"):
+        sync_graph(graph_store, scope, pl.concat([entities, foreign_entities.head(1)]), facts)
+    with pytest.raises(ValueError, match="not in scope"):
+        sync_graph(graph_store, other, entities, facts)
+    assert graph_store.counts(scope) == {"entities": 0, "facts": 0}
+    assert graph_store.counts(other) == {"entities": 0, "facts": 0}
+
+
+# -- concurrency -----------------------------------------------------------------------------
+
+WRITER = """
+import json, sys
+from datetime import UTC, datetime
+from resources.graph.factory import open_graph_store
+from resources.records import EntityRecord, FactRecord
+from resources.scope import Scope
+
+args = json.loads(sys.argv[1])
+scope = Scope(args["tenant_id"], args["ns"])
+t0 = datetime(2024, 1, 1, tzinfo=UTC)
+with open_graph_store(args["backend"], sqlite_path=args["path"], gremlin_url=args["url"]) as s:
+    print("ready", flush=True)
+    for r in range(args["rounds"]):
+        ids = [f"r{r}e{i}" for i in range(args["per_round"])]
+        s.upsert_entities(scope, [EntityRecord(e, e.upper()) for e in ids])
+        s.upsert_facts(scope, [
+            FactRecord(f"r{r}f{i}", a, a.upper(), "NEXT", b, b.upper(), 0.5, t0)
+            for i, (a, b) in enumerate(zip(ids, ids[1:]))
+        ])
+print("done", flush=True)
+"""
+
+
+def test_reads_while_another_process_writes(
+    graph_backend: GraphBackend, graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    scope = new_scope()
+    rounds, per_round = 25, 8
+    args = {
+        "backend": graph_backend.name,
+        "path": str(graph_backend.sqlite_path) if graph_backend.sqlite_path else None,
+        "url": graph_backend.gremlin_url,
+        "tenant_id": scope.tenant_id,
+        "ns": scope.ns,
+        "rounds": rounds,
+        "per_round": per_round,
+    }
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, json.dumps(args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None
+    before = graph_store.version(scope)
+    assert writer.stdout.readline().strip() == "ready"
+    seen: list[int] = []
+    deadline = time.monotonic() + 120
+    while writer.poll() is None and time.monotonic() < deadline:
+        seen.append(graph_store.counts(scope)["entities"])
+        assert all(e.name == e.entity_id.upper() for e in graph_store.entities(scope))
+        for x in graph_store.expand(scope, ["r0e1"], hops=2, as_of=NOW):
+            assert x.fact.fact_id in {"r0f0", "r0f1", "r0f2"}
+    out, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0, err
+    assert out.strip() == "done"
+    assert seen == sorted(seen), "counts went backwards"
+    assert graph_store.counts(scope) == {
+        "entities": rounds * per_round,
+        "facts": rounds * (per_round - 1),
+    }
+    assert graph_store.version(scope) != before
+
+
+# -- backend selection and failures ------------------------------------------------------------
+
+
+def test_factory_refuses_unknown_backends_and_missing_settings() -> None:
+    with pytest.raises(ValueError, match="unknown graph store backend 'neo4j'"):
+        open_graph_store("neo4j", sqlite_path="x", gremlin_url="ws://x")
+    with pytest.raises(ValueError, match="sqlite_path"):
+        open_graph_store("sqlite", sqlite_path=None, gremlin_url=None)
+    with pytest.raises(ValueError, match="gremlin_url"):
+        open_graph_store("gremlin", sqlite_path=None, gremlin_url=None)
+
+
+def test_unreachable_gremlin_server_is_a_store_error_naming_the_url() -> None:
+    from resources.graph.gremlin import GremlinGraphStore
+
+    url = "ws://127.0.0.1:9/gremlin"  # the discard port: nothing listens there
+    with pytest.raises(GraphStoreError, match=re.escape(url)):
+        GremlinGraphStore(url, connect_attempts=2)
+
+
+def test_gremlin_traversals_are_scoped_bytecode(
+    gremlin_server_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every V()/E() the store sends is followed by the tenant and namespace filters, and
+    nothing it sends is a script or a lambda."""
+    from gremlin_python.driver.driver_remote_connection import DriverRemoteConnection
+    from gremlin_python.process.traversal import Bytecode
+
+    from resources.graph.gremlin import GremlinGraphStore
+
+    sent: list[Bytecode] = []
+    submit = DriverRemoteConnection.submit
+
+    def recording(self: DriverRemoteConnection, bytecode: Bytecode) -> object:
+        sent.append(bytecode)
+        return submit(self, bytecode)
+
+    monkeypatch.setattr(DriverRemoteConnection, "submit", recording)
+    store = GremlinGraphStore(gremlin_server_url)
+    scope = Scope(f"t{time.time_ns()}", "repo")
+    try:
+        sent.clear()
+        load_chain(store, scope)
+        store.upsert_facts(scope, [fact("f_ab", "a", "c")])
+        store.supersede(scope, "f_bc", "f_cd", T1)
+        store.expand(scope, ["a"], hops=2, as_of=NOW)
+        store.entities(scope)
+        store.get_entities(scope, ["a"])
+        store.facts(scope)
+        store.row_hashes(scope)
+        store.counts(scope)
+        store.version(scope)
+        store.delete_facts(scope, ["f_ab"])
+        store.delete_entities(scope, ["e"])
+    finally:
+        store.delete_scope(scope)
+        store.close()
+
+    def check(instructions: list[list[object]]) -> int:
+        lookups = 0
+        for i, (op, *args) in enumerate(instructions):
+            assert not any(callable(a) and not isinstance(a, Bytecode) for a in args), op
+            if op in ("V", "E"):
+                lookups += 1
+                assert args == [], "no element ids are ever sent"
+                assert instructions[i + 1] == ["has", "tenant_id", scope.tenant_id]
+                assert instructions[i + 2] == ["has", "ns", scope.ns]
+            for arg in args:
+                if isinstance(arg, Bytecode):
+                    lookups += check(arg.step_instructions)
+        return lookups
+
+    assert len(sent) > 10
+    for bytecode in sent:
+        assert bytecode.source_instructions == []
+        assert check(bytecode.step_instructions) >= 1
