@@ -123,6 +123,52 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_recall(args: argparse.Namespace) -> int:
+    _settings(args)
+    return _recall_print(
+        _scope(args.tenant),
+        args.question,
+        ranking=args.ranking,
+        as_of=args.as_of,
+        as_json=args.json,
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    cfg = _settings(args)
+    from memflow.serve import serve
+
+    serve(
+        args.host,
+        args.port,
+        data_dir=cfg["MEMFLOW_DATA_DIR"],
+        landing_dir=cfg["MEMFLOW_LANDING_DIR"],
+        keys_file_path=args.keys,
+    )
+    return 0
+
+
+def cmd_keys_add(args: argparse.Namespace) -> int:
+    cfg = _settings(args)
+    from memflow.serve import keys_file
+    from recall.auth import add_key
+
+    path = args.keys or str(keys_file(cfg))
+    key = add_key(path, args.org, args.repos, metrics=args.metrics)
+    print(key)
+    print(f"stored its SHA-256 in {path}; the key is shown only once", file=sys.stderr)
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    cfg = _settings(args)
+    from resources.vector.lite_server import stop_lite_server
+
+    stopped = stop_lite_server(cfg["MEMFLOW_DATA_DIR"])
+    print("stopped the Milvus Lite server" if stopped else "no Milvus Lite server was running")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memflow", description="Agent memory as a Dagster dataflow, with a recall API."
@@ -181,6 +227,36 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("recall", help="answer a question from a tenant's memory")
+    _common(p)
+    p.add_argument("--tenant", required=True, help="ORG/REPO")
+    p.add_argument("question")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--ranking", default="auto", help="auto | lexical | semantic | hybrid")
+    p.add_argument("--as-of", help="ISO-8601 instant (default: now)")
+    p.set_defaults(func=cmd_recall)
+
+    p = sub.add_parser("serve", help="run the recall HTTP API")
+    _common(p, landing=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--keys", help="API keys file (default <data>/api-keys.json)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("keys", help="manage API keys")
+    keys = p.add_subparsers(dest="keys_command", required=True)
+    k = keys.add_parser("add", help="create a bearer key for an org's repos; prints it once")
+    _common(k)
+    k.add_argument("--org", required=True)
+    k.add_argument("--repos", default="*", help="comma-separated repos, or * (default)")
+    k.add_argument("--metrics", action="store_true", help="may read /metrics")
+    k.add_argument("--keys", help="API keys file")
+    k.set_defaults(func=cmd_keys_add)
+
+    p = sub.add_parser("stop", help="stop the Milvus Lite server memflow supervises")
+    _common(p)
+    p.set_defaults(func=cmd_stop)
     return parser
 
 

@@ -11,7 +11,7 @@ import sys
 from datetime import UTC, datetime
 from typing import TextIO
 
-from recall.models import RANKINGS, RecallAnswer, RecallError, RecalledFact, SemanticUnavailable
+from recall.models import RANKINGS, RecallAnswer, RecalledFact, RecallError, SemanticUnavailable
 from resources.scope import Scope
 
 
@@ -52,9 +52,7 @@ def recall_once(
     try:
         counts = built.service.graph.counts(scope)
         if not counts["entities"] and not counts["facts"]:
-            print(
-                f"memflow: nothing stored for {scope} (run `memflow run` first)", file=sys.stderr
-            )
+            print(f"memflow: nothing stored for {scope} (run `memflow run` first)", file=sys.stderr)
             return 1
         try:
             answer = built.service.recall(scope, question, ranking=ranking, as_of=when)  # type: ignore[arg-type]

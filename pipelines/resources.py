@@ -39,6 +39,7 @@ SETTINGS: dict[str, str] = {
     "MEMFLOW_GREMLIN_URL": "ws://127.0.0.1:18182/gremlin",
     "MEMFLOW_MILVUS_URI": "",
     "MEMFLOW_MILVUS_TOKEN": "",
+    "MEMFLOW_API_KEYS_FILE": "",
 }
 
 

@@ -15,10 +15,10 @@ thousands of facts contribute all of them to ranking instead of the first `limit
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -31,7 +31,6 @@ from resources.scope import Scope
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 OPEN_END = np.iinfo(np.int64).max
-NOT_REACHED = np.iinfo(np.int32).max
 DEFAULT_MAX_SCOPES = 64
 
 
@@ -42,22 +41,13 @@ def to_us(t: datetime) -> int:
     return (t - _EPOCH) // _US
 
 
-def fact_text(fact: FactRecord) -> str:
-    return f"{fact.subject} {fact.predicate} {fact.object}"
-
-
-@dataclass(frozen=True, slots=True)
-class Neighbourhood:
-    """Per fact row: `hop` (0 = not reached, 1 or 2) and `entry` (best entry position reached
-    through, 0-based; NOT_REACHED where hop is 0)."""
-
-    hop: np.ndarray
-    entry: np.ndarray
+def _tokens(text: str) -> tuple[str, ...]:
+    return tuple(tokenize(text))
 
 
 class ScopeIndex:
-    """Immutable snapshot of one scope for recall. Rows: entities first (as the store listed
-    them, sorted by id), then ids that facts name but no entity record has."""
+    """Immutable snapshot of one scope for recall. Entity rows: the scope's entities sorted by
+    id, then ids that facts name but no entity record has; fact rows: facts sorted by id."""
 
     def __init__(
         self,
@@ -100,9 +90,21 @@ class ScopeIndex:
             k: tuple(v) for k, v in groups.items() if len(v) > 1
         }
 
-        self.entity_bm25 = BM25Index([self._entity_tokens(e) for e in self.entities])
+        # Names, predicates and types repeat across thousands of facts: tokenize each once.
+        tok = functools.lru_cache(maxsize=None)(_tokens)
+        # An entity's aliases and types travel with every fact it is an endpoint of, so
+        # "k8s" reaches "deploys to Kubernetes" and "which database" reaches
+        # "payments-api USES PostgreSQL" (a database).
+        extras = [
+            tuple(t for text in (*e.aliases, *e.types) for t in tok(text)) for e in self.entities
+        ]
+        self.entity_bm25 = BM25Index([tok(e.name) + extras[i] for i, e in enumerate(self.entities)])
+        extras.extend(() for _ in range(len(self.entities), len(self.entity_ids)))
         self.fact_bm25 = BM25Index(
-            [self._fact_tokens(f, int(subj[i]), int(obj[i])) for i, f in enumerate(self.facts)]
+            [
+                tok(f.subject) + tok(f.predicate) + tok(f.object) + extras[s] + extras[o]
+                for f, s, o in zip(self.facts, subj.tolist(), obj.tolist(), strict=True)
+            ]
         )
 
     def _row_for(self, entity_id: str, name: str) -> int:
@@ -114,26 +116,6 @@ class ScopeIndex:
             self.entity_names.append(name)
         return row
 
-    @staticmethod
-    def _entity_tokens(e: EntityRecord) -> list[str]:
-        tokens = tokenize(e.name)
-        for alias in e.aliases:
-            tokens.extend(tokenize(alias))
-        for kind in e.types:
-            tokens.extend(tokenize(kind))
-        return tokens
-
-    def _fact_tokens(self, f: FactRecord, subj: int, obj: int) -> list[str]:
-        tokens = tokenize(fact_text(f))
-        # The endpoints' spelling variants and types let "k8s" reach "deploys to Kubernetes"
-        # and "which database" reach "payments-api USES PostgreSQL" (a database).
-        for row in (subj, obj):
-            if row < self.known_entities:
-                e = self.entities[row]
-                for text in (*e.aliases, *e.types):
-                    tokens.extend(tokenize(text))
-        return tokens
-
     @property
     def entity_count(self) -> int:
         return self.known_entities
@@ -143,33 +125,25 @@ class ScopeIndex:
         t = to_us(as_of)
         return (self.fact_valid_from <= t) & (t < self.fact_valid_to)
 
-    def neighbourhood(self, seeds: Sequence[str], hops: int, valid: np.ndarray) -> Neighbourhood:
-        """Facts within `hops` (1 or 2) of the seeds, through valid facts only."""
-        n_facts = len(self.facts)
-        hop = np.zeros(n_facts, dtype=np.int8)
-        entry = np.full(n_facts, NOT_REACHED, dtype=np.int32)
-        seed_pos = np.full(len(self.entity_ids), NOT_REACHED, dtype=np.int32)
-        for pos, eid in enumerate(seeds):
+    def neighbourhood(self, seeds: Sequence[str], hops: int, valid: np.ndarray) -> np.ndarray:
+        """Hop per fact row (0 = not reached, 1 or 2) from the seeds, through valid facts only."""
+        hop = np.zeros(len(self.facts), dtype=np.int8)
+        is_seed = np.zeros(len(self.entity_ids), dtype=bool)
+        for eid in seeds:
             row = self.entity_row.get(eid)
-            if row is not None and seed_pos[row] == NOT_REACHED:
-                seed_pos[row] = pos
-        if n_facts == 0:
-            return Neighbourhood(hop, entry)
+            if row is not None:
+                is_seed[row] = True
+        if not self.facts or not is_seed.any():
+            return hop
         subj, obj = self.fact_subject, self.fact_object
-        via1 = np.minimum(seed_pos[subj], seed_pos[obj])
-        hop1 = valid & (via1 != NOT_REACHED)
+        hop1 = valid & (is_seed[subj] | is_seed[obj])
         hop[hop1] = 1
-        entry[hop1] = via1[hop1]
         if hops >= 2 and hop1.any():
-            # Best entry position each entity is reached through by a hop-1 fact.
-            reach = seed_pos.copy()
-            np.minimum.at(reach, subj[hop1], via1[hop1])
-            np.minimum.at(reach, obj[hop1], via1[hop1])
-            via2 = np.minimum(reach[subj], reach[obj])
-            hop2 = valid & ~hop1 & (via2 != NOT_REACHED)
-            hop[hop2] = 2
-            entry[hop2] = via2[hop2]
-        return Neighbourhood(hop, entry)
+            reached = is_seed.copy()
+            reached[subj[hop1]] = True
+            reached[obj[hop1]] = True
+            hop[valid & ~hop1 & (reached[subj] | reached[obj])] = 2
+        return hop
 
     def contradiction_groups(
         self, rows: Sequence[int], valid: np.ndarray, functional: FunctionalPredicates
@@ -213,9 +187,15 @@ class FunctionalPredicates:
     ) -> None:
         self.words = self.DEFAULT_WORDS if words is None else frozenset(words)
         self.exact = self.DEFAULT_EXACT if exact is None else frozenset(exact)
+        self._known: dict[str, bool] = {}  # predicates are few; racing writers store equal values
 
     def __call__(self, predicate: str) -> bool:
-        return predicate in self.exact or any(w in self.words for w in predicate.split("_"))
+        known = self._known.get(predicate)
+        if known is None:
+            known = predicate in self.exact or any(w in self.words for w in predicate.split("_"))
+            if len(self._known) < 65536:
+                self._known[predicate] = known
+        return known
 
 
 class ScopeIndexCache:
@@ -250,6 +230,8 @@ class ScopeIndexCache:
             index = ScopeIndex(
                 scope, version, self._store.entities(scope), self._store.facts(scope)
             )
+            if not index.entities and not index.facts:
+                return index  # unknown or empty scopes never evict a real one
             with self._lock:
                 self.builds += 1
                 self._entries[scope] = index

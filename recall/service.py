@@ -203,17 +203,17 @@ class RecallService:
         clock.lap("fuse")
 
         valid = index.valid_at(when)
-        hood = index.neighbourhood([f.item for f in fused], hops, valid)
+        hops_of = index.neighbourhood([f.item for f in fused], hops, valid)
         clock.lap("expand")
 
         cosine = None
-        if legs.mode != "names":
+        if legs.mode != "names" and self.config.fact_vector_weight > 0:
             cosine = np.zeros(len(index.entity_ids), dtype=np.float32)
             for hit in legs.hits:
                 cosine[index.entity_row[hit.entity_id]] = hit.score
         selected = select_facts(
             index,
-            hood,
+            hops_of,
             valid,
             lexical=fact_lexical,
             entity_cosine=cosine,
@@ -276,7 +276,7 @@ class RecallService:
                 warnings=[
                     RecallWarning(
                         code="names_only",
-                        message=f"semantic ranking unavailable ({err.code}); answered by names",
+                        message=f"semantic ranking unavailable ({err}); answered by names",
                     )
                 ],
             )
@@ -296,7 +296,9 @@ class RecallService:
                     message=f"vectors of {choice.model} do not cover every entity yet",
                 )
             )
-        known = [h for h in hits if h.entity_id in index.entity_row]
+        # A vector may outlive its entity until the next sweep: keep hits the scope still has.
+        rows = index.entity_row
+        known = [h for h in hits if rows.get(h.entity_id, index.entity_count) < index.entity_count]
         mode: Mode = "semantic" if ranking == "semantic" else "hybrid"
         return _Legs(mode, choice.model, known, warnings)
 
@@ -427,7 +429,8 @@ def _entry(index: ScopeIndex, f: Fused) -> EntryEntity:
 def _fact_model(
     f: FactRecord, *, hop: int | None, score: float | None, contradicts: Iterable[str]
 ) -> RecalledFact:
-    return RecalledFact(
+    # Built from typed store records: validation would cost more than the rest of recall.
+    return RecalledFact.model_construct(
         fact_id=f.fact_id,
         subject_id=f.subject_id,
         subject=f.subject,
@@ -437,7 +440,7 @@ def _fact_model(
         confidence=f.confidence,
         valid_from=f.valid_from,
         valid_to=f.valid_to,
-        provenance=Provenance(
+        provenance=Provenance.model_construct(
             session_id=f.session_id, turn_id=f.turn_id, client=f.client, model=f.model
         ),
         hop=hop,

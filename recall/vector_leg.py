@@ -29,9 +29,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
-import httpx
-
-from resources.models.base import EmbeddingProvider, ModelError
+from resources.models.base import EmbeddingProvider
 from resources.records import VectorHit
 from resources.scope import Scope
 from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore, VectorStoreError
@@ -82,10 +80,6 @@ class VectorLeg:
         self._lock = threading.Lock()
         self._coverage: dict[Scope, tuple[float, int, dict[str, tuple[int, int]]]] = {}
         self._query_vectors: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
-
-    @property
-    def configured(self) -> bool:
-        return self.vectors is not None and bool(self.providers)
 
     def choose_model(self, scope: Scope, entity_count: int) -> ModelChoice:
         """The model whose vectors answer for `scope` now (rules in the module docstring)."""
@@ -144,8 +138,9 @@ class VectorLeg:
             raise VectorUnavailable(
                 "embedding_timeout", f"after {self.embed_timeout_s:g} s"
             ) from err
-        except (ModelError, httpx.HTTPError, OSError, TimeoutError, ValueError) as err:
-            # The message may quote the server's answer (which can echo input): name the type.
+        except Exception as err:
+            # Any provider failure degrades recall, never fails it. Name the type only: a
+            # message may quote the server's answer, which can echo the input.
             raise VectorUnavailable("embedding_failed", type(err).__name__) from err
         if len(vectors) != 1 or not vectors[0]:
             raise VectorUnavailable("embedding_failed", "provider returned no vector")

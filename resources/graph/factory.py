@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from resources.graph.base import GraphStore
 
@@ -16,8 +18,12 @@ def open_graph_store(
     sqlite_path: str | os.PathLike[str] | None = None,
     gremlin_url: str | None = None,
     traversal_source: str = "g",
+    gremlin_options: Mapping[str, Any] | None = None,
 ) -> GraphStore:
-    """`backend` is "sqlite" (needs `sqlite_path`) or "gremlin" (needs `gremlin_url`)."""
+    """`backend` is "sqlite" (needs `sqlite_path`) or "gremlin" (needs `gremlin_url`).
+
+    `gremlin_options` go to GremlinGraphStore (e.g. `{"new_rows": "inject"}`).
+    """
     name = (backend or "").strip().lower()
     if name == "sqlite":
         if not sqlite_path:
@@ -32,7 +38,7 @@ def open_graph_store(
             )
         from resources.graph.gremlin import GremlinGraphStore
 
-        return GremlinGraphStore(gremlin_url, traversal_source)
+        return GremlinGraphStore(gremlin_url, traversal_source, **(gremlin_options or {}))
     raise ValueError(
         f"unknown graph store backend {backend!r}; choose one of {', '.join(BACKENDS)}"
     )

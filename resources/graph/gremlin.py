@@ -6,8 +6,11 @@ business-key properties (`entity_id`, `fact_id`). Every element lookup is immedi
 `has('tenant_id', t).has('ns', n)`; values always travel as bytecode arguments.
 
 Upserts are the TinkerPop 3.5 idiom `fold().coalesce(unfold(), addV(...))` (HugeGraph and other
-3.5 servers have no `mergeV`), several per traversal. Chains are kept short: a traversal's
-compile cost on the server grows faster than its length (see bench/bench_graph_sync.py).
+3.5 servers have no `mergeV`), several per traversal. Chains are kept short: on Gremlin Server
+3.8 a chain's compile cost grew faster than its length (100 fact upserts per traversal took
+about 3x longer per fact than 10). `new_rows="inject"` writes rows found absent with a few
+data-driven traversals instead, still portable to 3.5; on the same server mergeV/mergeE
+(3.6+) were slower than that, so they are not used. Numbers: bench/bench_graph_sync.py.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import aiohttp
 from gremlin_python.driver.driver_remote_connection import DriverRemoteConnection
@@ -27,8 +30,9 @@ from gremlin_python.driver.protocol import GremlinServerError
 from gremlin_python.driver.serializer import GraphBinarySerializersV1
 from gremlin_python.process.anonymous_traversal import traversal
 from gremlin_python.process.graph_traversal import GraphTraversal, GraphTraversalSource, __
-from gremlin_python.process.traversal import Cardinality, Order, P
+from gremlin_python.process.traversal import Cardinality, Order, P, T
 from gremlin_python.statics import long
+from gremlin_python.structure.graph import Vertex
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from resources.graph.base import GraphStore, GraphStoreError
@@ -67,9 +71,12 @@ _FACT_KEYS = (
     "row_hash",
 )
 _ID_CHUNK = 1000  # ids per `within(...)` argument
+_WITHIN_MAX = 200  # longer id lists: read the scope's keys once instead (see _rows_by_key)
 
-T = TypeVar("T")
+R = TypeVar("R")
+Rec = TypeVar("Rec", EntityRecord, FactRecord)
 Source = GraphTraversalSource | GraphTraversal
+NewRows = Literal["coalesce", "inject"]
 
 
 class GremlinGraphStore(GraphStore):
@@ -82,24 +89,36 @@ class GremlinGraphStore(GraphStore):
         url: str,
         traversal_source: str = "g",
         *,
+        new_rows: NewRows = "coalesce",
         entity_batch: int = 50,
         fact_batch: int = 10,
+        insert_batch: int = 1000,
         pool_size: int = 2,
         timeout_s: float = 120.0,
         connect_attempts: int = 5,
     ) -> None:
-        if entity_batch < 1 or fact_batch < 1:
+        """`new_rows="inject"` inserts rows found absent (one read per 1,000 ids) in a few
+        data-driven `inject(rows).unfold().addV/addE` traversals instead of one upsert each; rows
+        already present still go through the fold/coalesce upsert. Portable to TinkerPop 3.5.
+        Like fold/coalesce on a server without unique indexes, it does not stop two concurrent
+        writers of the same scope from both inserting a new id (a sink runs one at a time)."""
+        if min(entity_batch, fact_batch, insert_batch) < 1:
             raise ValueError("batch sizes must be at least 1")
+        if new_rows not in ("coalesce", "inject"):
+            raise ValueError(f"new_rows must be 'coalesce' or 'inject', not {new_rows!r}")
         self.url = url
         self.traversal_source = traversal_source
+        self.new_rows = new_rows
         self.entity_batch = entity_batch
         self.fact_batch = fact_batch
+        self.insert_batch = insert_batch
         self._pool_size = pool_size
         self._timeout_s = timeout_s
         self._attempts = max(1, connect_attempts)
         self._lock = threading.Lock()
         self._conn: DriverRemoteConnection | None = None
         self._g: GraphTraversalSource | None = None
+        self._pooled: list[Any] = []
         self._closed = False
         self._call(lambda g: g.inject(1).to_list())
 
@@ -122,23 +141,35 @@ class GremlinGraphStore(GraphStore):
                     write_timeout=self._timeout_s,
                     max_content_length=64 * 1024 * 1024,
                 )
+                # gremlinpython drops a connection that failed to open from its pool without
+                # closing its event loop and HTTP session; keep them to close on reset.
+                self._pooled = list(self._conn._client._pool.queue)
                 self._g = traversal().with_(self._conn)
             return self._g
 
     def _reset(self, *_: object) -> None:
-        # A connection that failed to open is never returned to gremlinpython's pool, so a
-        # retry needs a fresh connection object rather than the old one.
+        """Discards the connection pool; the next call opens a fresh one."""
         with self._lock:
             conn, self._conn, self._g = self._conn, None, None
+            pooled, self._pooled = self._pooled, []
+        # Being discarded after a failure, they may fail to close the same way.
         if conn is not None:
-            # It is being discarded after a failure; closing it may fail the same way.
             with contextlib.suppress(Exception):
                 conn.close()
+        for pooled_conn in pooled:
+            transport = getattr(pooled_conn, "_transport", None)
+            if transport is not None:
+                with contextlib.suppress(Exception):
+                    transport.close()
 
-    def _call(self, fn: Callable[[GraphTraversalSource], T]) -> T:
+    def _call(self, fn: Callable[[GraphTraversalSource], R], *, idempotent: bool = True) -> R:
+        """Runs `fn` on the traversal source, retrying with backoff while the server cannot be
+        reached. A traversal that is not idempotent (a plain insert) is tried once: the server
+        may have run it before the connection failed."""
+        attempts = self._attempts if idempotent else 1
         retrying = Retrying(
             retry=retry_if_exception(_is_connection_error),
-            stop=stop_after_attempt(self._attempts),
+            stop=stop_after_attempt(attempts),
             wait=wait_exponential(multiplier=0.2, max=3.0),
             before_sleep=self._reset,
             reraise=True,
@@ -155,8 +186,7 @@ class GremlinGraphStore(GraphStore):
             if _is_connection_error(exc):
                 self._reset()
                 raise GraphStoreError(
-                    f"cannot reach gremlin server {self.url} "
-                    f"(after {self._attempts} attempts): {exc}"
+                    f"cannot reach gremlin server {self.url} (after {attempts} attempts): {exc}"
                 ) from exc
             raise
         raise AssertionError("unreachable")  # pragma: no cover - Retrying returns or raises
@@ -167,15 +197,18 @@ class GremlinGraphStore(GraphStore):
         rows = list({e.entity_id: e for e in entities}.values())
         if not rows:
             return 0
-        for batch in _chunks(rows, self.entity_batch):
-
-            def write(g: GraphTraversalSource, batch: list[EntityRecord] = batch) -> None:
-                t: Source = g
-                for e in batch:
-                    t = _upsert_entity(t, scope, e)
-                t.iterate()
-
-            self._call(write)
+        existing = rows
+        if self.new_rows == "inject":
+            present = self._entity_vertex_ids(scope, [e.entity_id for e in rows])
+            existing = [e for e in rows if e.entity_id in present]
+            fresh = [e for e in rows if e.entity_id not in present]
+            for batch in _chunks(fresh, self.insert_batch):
+                self._call(
+                    lambda g, batch=batch: _insert_entities(g, scope, batch).iterate(),
+                    idempotent=False,
+                )
+        for batch in _chunks(existing, self.entity_batch):
+            self._call(lambda g, batch=batch: _chain(g, batch, scope, _upsert_entity).iterate())
         self._bump(scope)
         return len(rows)
 
@@ -184,20 +217,22 @@ class GremlinGraphStore(GraphStore):
         if not rows:
             return 0
         endpoints = sorted({e for f in rows for e in (f.subject_id, f.object_id)})
-        found = set(self._existing_entity_ids(scope, endpoints))
-        missing = [e for e in endpoints if e not in found]
+        vertex_ids = self._entity_vertex_ids(scope, endpoints)
+        missing = [e for e in endpoints if e not in vertex_ids]
         if missing:
             raise ValueError(f"facts reference entities not in scope {scope}: {missing[:5]}")
-        self._drop_moved_edges(scope, rows)
-        for batch in _chunks(rows, self.fact_batch):
-
-            def write(g: GraphTraversalSource, batch: list[FactRecord] = batch) -> None:
-                t: Source = g
-                for f in batch:
-                    t = _upsert_fact(t, scope, f)
-                t.iterate()
-
-            self._call(write)
+        present = self._keep_unmoved_edges(scope, rows)
+        existing = rows
+        if self.new_rows == "inject":
+            existing = [f for f in rows if f.fact_id in present]
+            fresh = [f for f in rows if f.fact_id not in present]
+            for batch in _chunks(fresh, self.insert_batch):
+                self._call(
+                    lambda g, batch=batch: _insert_facts(g, scope, batch, vertex_ids).iterate(),
+                    idempotent=False,
+                )
+        for batch in _chunks(existing, self.fact_batch):
+            self._call(lambda g, batch=batch: _chain(g, batch, scope, _upsert_fact).iterate())
         self._bump(scope)
         return len(rows)
 
@@ -304,42 +339,55 @@ class GremlinGraphStore(GraphStore):
             )
         )
 
-    def _existing_entity_ids(self, scope: Scope, ids: Sequence[str]) -> list[str]:
-        out: list[str] = []
-        for chunk in _chunks(list(ids), _ID_CHUNK):
-            out += self._call(
-                lambda g, chunk=chunk: (
-                    _entities_v(g, scope)
-                    .has("entity_id", P.within(chunk))
-                    .values("entity_id")
-                    .to_list()
-                )
-            )
-        return out
+    def _entity_vertex_ids(self, scope: Scope, ids: Sequence[str]) -> dict[str, Any]:
+        """entity_id -> the server's vertex id, for the ids present in the scope."""
+        rows = self._rows_by_key(
+            scope, ids, lambda t: t.project("e", "v").by("entity_id").by(T.id), edges=False
+        )
+        return {r["e"]: r["v"] for r in rows}
 
-    def _drop_moved_edges(self, scope: Scope, facts: list[FactRecord]) -> None:
-        """An edge cannot change its ends: drop stored facts whose subject or object changed."""
+    def _keep_unmoved_edges(self, scope: Scope, facts: list[FactRecord]) -> set[str]:
+        """Drops stored facts whose subject or object changed (an edge cannot change its ends);
+        returns the ids of the facts still stored."""
         wanted = {f.fact_id: (f.subject_id, f.object_id) for f in facts}
-        moved: list[str] = []
-        for chunk in _chunks(sorted(wanted), _ID_CHUNK):
-            stored = self._call(
-                lambda g, chunk=chunk: (
-                    _facts_e(g, scope)
-                    .has("fact_id", P.within(chunk))
-                    .project("f", "s", "o")
-                    .by("fact_id")
-                    .by("subject_id")
-                    .by("object_id")
-                    .to_list()
-                )
-            )
-            moved += [r["f"] for r in stored if (r["s"], r["o"]) != wanted[r["f"]]]
+        stored = self._rows_by_key(
+            scope,
+            sorted(wanted),
+            lambda t: t.project("f", "s", "o").by("fact_id").by("subject_id").by("object_id"),
+            edges=True,
+        )
+        moved = [r["f"] for r in stored if (r["s"], r["o"]) != wanted[r["f"]]]
         for chunk in _chunks(moved, _ID_CHUNK):
             self._call(
                 lambda g, chunk=chunk: (
                     _facts_e(g, scope).has("fact_id", P.within(chunk)).drop().iterate()
                 )
             )
+        return {r["f"] for r in stored} - set(moved)
+
+    def _rows_by_key(
+        self,
+        scope: Scope,
+        ids: Sequence[str],
+        project: Callable[[GraphTraversal], GraphTraversal],
+        *,
+        edges: bool,
+    ) -> list[dict[str, Any]]:
+        """`project` applied to the scope's entities (or facts) whose business key is in ids.
+
+        `within` is a linear scan of its list on many servers, so a long id list is answered by
+        reading the whole scope once and filtering here instead.
+        """
+        if not ids:
+            return []
+        key = "fact_id" if edges else "entity_id"
+        base = _facts_e if edges else _entities_v
+        if len(ids) > _WITHIN_MAX:
+            wanted = set(ids)
+            rows = self._call(lambda g: project(base(g, scope)).to_list())
+            first = "f" if edges else "e"
+            return [r for r in rows if r[first] in wanted]
+        return self._call(lambda g: project(base(g, scope).has(key, P.within(list(ids)))).to_list())
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -492,6 +540,78 @@ def _upsert_entity(t: Source, scope: Scope, e: EntityRecord) -> GraphTraversal:
     )
 
 
+def _chain(
+    g: GraphTraversalSource,
+    rows: list[Rec],
+    scope: Scope,
+    upsert: Callable[[Source, Scope, Rec], GraphTraversal],
+) -> GraphTraversal:
+    """Several upserts in one traversal: each leaves exactly one traverser for the next."""
+    t: Source = g
+    for row in rows:
+        t = upsert(t, scope, row)
+    return t  # type: ignore[return-value]
+
+
+def _insert_entities(
+    g: GraphTraversalSource, scope: Scope, rows: list[EntityRecord]
+) -> GraphTraversal:
+    data = [
+        {
+            "entity_id": e.entity_id,
+            "name": e.name,
+            "aliases": json.dumps(list(e.aliases), ensure_ascii=False),
+            "types": json.dumps(list(e.types), ensure_ascii=False),
+            "row_hash": e.row_hash,
+        }
+        for e in rows
+    ]
+    t = (
+        g.inject(data)
+        .unfold()
+        .as_("r")
+        .add_v(ENTITY)
+        .property("tenant_id", scope.tenant_id)
+        .property("ns", scope.ns)
+    )
+    for key in _ENTITY_KEYS:  # row_hash last: readers wait for it
+        t = t.property(Cardinality.single, key, __.select("r").select(key))
+    return t
+
+
+def _insert_facts(
+    g: GraphTraversalSource, scope: Scope, rows: list[FactRecord], vertex_ids: dict[str, Any]
+) -> GraphTraversal:
+    data = [
+        {
+            **_fact_values(f),
+            # References to vertices the server named (read back just before), not ids we chose.
+            "_s": Vertex(_id_arg(vertex_ids[f.subject_id])),
+            "_o": Vertex(_id_arg(vertex_ids[f.object_id])),
+        }
+        for f in rows
+    ]
+    t = (
+        g.inject(data)
+        .unfold()
+        .as_("r")
+        .add_e(FACT)
+        .from_(__.select("r").select("_s"))
+        .to(__.select("r").select("_o"))
+        .property("tenant_id", scope.tenant_id)
+        .property("ns", scope.ns)
+    )
+    for key in _FACT_KEYS:  # row_hash last: readers wait for it
+        t = t.property(key, __.select("r").select(key))
+    return t
+
+
+def _id_arg(vertex_id: Any) -> Any:
+    # gremlinpython sends a small Python int as a 32-bit Int; a Long-keyed graph would not
+    # find the vertex by it.
+    return long(vertex_id) if isinstance(vertex_id, int) else vertex_id
+
+
 def _upsert_fact(t: Source, scope: Scope, f: FactRecord) -> GraphTraversal:
     # The subject exists (checked before), so exactly one traverser leaves each upsert and the
     # next one in the chain runs once.
@@ -562,7 +682,7 @@ def _only(value: Any) -> Any:
     return value[0] if isinstance(value, list) and len(value) == 1 else value
 
 
-def _chunks(items: list[T], size: int) -> Iterator[list[T]]:
+def _chunks(items: list[R], size: int) -> Iterator[list[R]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 

@@ -68,7 +68,7 @@ class SqliteGraphStore(GraphStore):
         self.path = Path(path)
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        self._connections: list[tuple[int, sqlite3.Connection]] = []
         self._lock = threading.Lock()
         self._closed = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -80,9 +80,9 @@ class SqliteGraphStore(GraphStore):
                 (uuid.uuid4().hex,),
             )
         with self._read() as db:
-            self._instance = db.execute("SELECT value FROM meta WHERE key = 'instance'").fetchone()[
-                0
-            ]
+            row = db.execute("SELECT value FROM meta WHERE key = 'instance'").fetchone()
+        # Part of every version token, so a recreated file never repeats an old token.
+        self._instance: str = row[0]
 
     def __repr__(self) -> str:
         return f"SqliteGraphStore({str(self.path)!r})"
@@ -105,12 +105,11 @@ class SqliteGraphStore(GraphStore):
             )
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = OFF")
         except sqlite3.Error as exc:
             raise GraphStoreError(f"sqlite graph store {self.path}: {exc}") from exc
         self._local.conn, self._local.pid = conn, os.getpid()
         with self._lock:
-            self._connections.append(conn)
+            self._connections.append((os.getpid(), conn))
         return conn
 
     @contextmanager
@@ -375,8 +374,11 @@ class SqliteGraphStore(GraphStore):
         with self._lock:
             self._closed = True
             connections, self._connections = self._connections, []
-        for conn in connections:
-            conn.close()
+        for pid, conn in connections:
+            # Closing a parent's connection in a forked child could checkpoint or remove the
+            # WAL under the parent; only this process's connections are closed.
+            if pid == os.getpid():
+                conn.close()
 
 
 def _check_supersede(

@@ -10,8 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections import Counter
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import polars as pl
@@ -23,6 +22,26 @@ from resources.scope import Scope
 
 _HASH_VERSION = "memflow-graph-row-v1"  # change it to make every store rewrite every row
 _SAMPLE = 5
+# FactRecord's content fields, in the order fact_hash() hashes them.
+_FACT_FIELDS = (
+    "fact_id",
+    "subject_id",
+    "subject",
+    "predicate",
+    "object_id",
+    "object",
+    "confidence",
+    "valid_from",
+    "valid_to",
+    "supersedes",
+    "superseded_by",
+    "session_id",
+    "turn_id",
+    "client",
+    "model",
+    "source",
+)
+_OPTIONAL_TEXT = ("session_id", "turn_id", "client", "model", "source")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +90,12 @@ def fact_hash(f: FactRecord) -> str:
     )
 
 
+# One encoder: json.dumps with options would build a new one per row.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _digest(values: list[Any]) -> str:
-    text = json.dumps([_HASH_VERSION, *values], ensure_ascii=False, separators=(",", ":"))
+    text = _ENCODER.encode([_HASH_VERSION, *values])
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -81,60 +104,36 @@ def records_from_tables(
 ) -> tuple[list[EntityRecord], list[FactRecord]]:
     """Store records (with row hashes) from the ENTITIES and FACTS tables.
 
-    With `scope`, a row of any other scope is an error. Duplicate ids and facts whose subject or
-    object is not in the entities table are errors too: the store could not equal such tables.
+    With `scope`, a row of any other scope is an error. Empty required values, duplicate ids and
+    facts whose subject or object is not in the entities table are errors too: a store could not
+    equal such tables.
     """
-    if scope is not None:
-        for name, df in (("entities", entities_df), ("facts", facts_df)):
-            _check_scope(name, df, scope)
-    entities = [
-        _entity_record(*row)
-        for row in entities_df.select(
-            pl.col("entity_id"),
-            pl.col("name"),
-            pl.col("aliases").fill_null([]),
-            pl.col("types").fill_null([]),
-        ).iter_rows()
-    ]
-    facts = [
-        _fact_record(*row)
-        for row in facts_df.select(
-            "fact_id",
-            "subject_id",
-            "subject",
-            "predicate",
-            "object_id",
-            "object",
-            "confidence",
-            pl.col("valid_from").dt.epoch("us"),
-            pl.col("valid_to").dt.epoch("us"),
-            "supersedes",
-            "superseded_by",
-            *(pl.col(c).fill_null("") for c in ("session_id", "turn_id", "client", "model")),
-            pl.col("source").fill_null(""),
-        ).iter_rows()
-    ]
-    _check_unique("entity_id", [e.entity_id for e in entities])
-    _check_unique("fact_id", [f.fact_id for f in facts])
-    known = {e.entity_id for e in entities}
-    dangling = sorted({x for f in facts for x in (f.subject_id, f.object_id)} - known)
-    if dangling:
-        raise ValueError(
-            f"{len(dangling)} fact endpoints are not in the entities table: {dangling[:_SAMPLE]}"
-        )
-    return entities, facts
+    rows = _TableRows.read(entities_df, facts_df, scope)
+    return (
+        [_entity(r, h) for r, h in zip(rows.entities, rows.entity_hashes, strict=True)],
+        [_fact(r, h) for r, h in zip(rows.facts, rows.fact_hashes, strict=True)],
+    )
 
 
 def sync_graph(
     store: GraphStore, scope: Scope, entities_df: pl.DataFrame, facts_df: pl.DataFrame
 ) -> GraphSyncReport:
     started = time.perf_counter()
-    entities, facts = records_from_tables(entities_df, facts_df, scope=scope)
+    rows = _TableRows.read(entities_df, facts_df, scope)
     stored_entities, stored_facts = store.row_hashes(scope)
-    new_entities = [e for e in entities if stored_entities.get(e.entity_id) != e.row_hash]
-    new_facts = [f for f in facts if stored_facts.get(f.fact_id) != f.row_hash]
-    gone_facts = sorted(set(stored_facts) - {f.fact_id for f in facts})
-    gone_entities = sorted(set(stored_entities) - {e.entity_id for e in entities})
+    # Records are built only for rows that need writing: a no-change sync only hashes.
+    new_entities = [
+        _entity(r, h)
+        for r, h in zip(rows.entities, rows.entity_hashes, strict=True)
+        if stored_entities.get(r[0]) != h
+    ]
+    new_facts = [
+        _fact(r, h)
+        for r, h in zip(rows.facts, rows.fact_hashes, strict=True)
+        if stored_facts.get(r[0]) != h
+    ]
+    gone_facts = sorted(set(stored_facts).difference(r[0] for r in rows.facts))
+    gone_entities = sorted(set(stored_entities).difference(r[0] for r in rows.entities))
 
     # Entities first so that new facts find both ends; stale entities last, after the facts
     # that pointed at them are gone.
@@ -142,12 +141,13 @@ def sync_graph(
     facts_deleted = store.delete_facts(scope, gone_facts) if gone_facts else 0
     facts_written = store.upsert_facts(scope, new_facts) if new_facts else 0
     entities_deleted = store.delete_entities(scope, gone_entities) if gone_entities else 0
+    total = len(rows.entities) + len(rows.facts)
     return GraphSyncReport(
         entities_written=entities_written,
         facts_written=facts_written,
         entities_deleted=entities_deleted,
         facts_deleted=facts_deleted,
-        unchanged=len(entities) - len(new_entities) + len(facts) - len(new_facts),
+        unchanged=total - len(new_entities) - len(new_facts),
         seconds=round(time.perf_counter() - started, 6),
     )
 
@@ -186,61 +186,84 @@ def graph_equals_table(
     return not sample, details
 
 
-def _entity_record(entity_id: str, name: str, aliases: list[str], types: list[str]) -> EntityRecord:
-    record = EntityRecord(
-        entity_id=_required("entity_id", entity_id),
-        name=_required("name", name),
-        aliases=tuple(aliases),
-        types=tuple(types),
-    )
-    return replace(record, row_hash=entity_hash(record))
+@dataclass(frozen=True, slots=True)
+class _TableRows:
+    """Validated table rows in hashing order (times as epoch microseconds), with their hashes."""
+
+    entities: list[tuple[Any, ...]]
+    entity_hashes: list[str]
+    facts: list[tuple[Any, ...]]
+    fact_hashes: list[str]
+
+    @classmethod
+    def read(
+        cls, entities_df: pl.DataFrame, facts_df: pl.DataFrame, scope: Scope | None
+    ) -> _TableRows:
+        if scope is not None:
+            _check_scope("entities", entities_df, scope)
+            _check_scope("facts", facts_df, scope)
+        ents = entities_df.select(
+            "entity_id",
+            "name",
+            pl.col("aliases").fill_null(pl.lit([], dtype=pl.List(pl.String()))),
+            pl.col("types").fill_null(pl.lit([], dtype=pl.List(pl.String()))),
+        )
+        facts = facts_df.select(
+            *(
+                pl.col(c).dt.epoch("us")
+                if c in ("valid_from", "valid_to")
+                else pl.col(c).cast(pl.Float64())
+                if c == "confidence"
+                else pl.when(pl.col(c) != "").then(pl.col(c))  # "" and null: no link
+                if c in ("supersedes", "superseded_by")
+                else pl.col(c).fill_null("")
+                if c in _OPTIONAL_TEXT
+                else pl.col(c)
+                for c in _FACT_FIELDS
+            )
+        )
+        _check_required("entities", ents, ("entity_id", "name"))
+        _check_required("facts", facts, (*_FACT_FIELDS[:6], "confidence", "valid_from"))
+        _check_unique("entity_id", ents["entity_id"])
+        _check_unique("fact_id", facts["fact_id"])
+        ends = pl.concat([facts["subject_id"], facts["object_id"]]).unique()
+        dangling = ends.filter(~ends.is_in(ents["entity_id"].implode())).sort()
+        if dangling.len():
+            raise ValueError(
+                f"{dangling.len()} fact endpoints are not in the entities table: "
+                f"{dangling.head(_SAMPLE).to_list()}"
+            )
+        entity_rows = ents.rows()
+        fact_rows = facts.rows()
+        return cls(
+            entities=entity_rows,
+            entity_hashes=[_digest(list(r)) for r in entity_rows],
+            facts=fact_rows,
+            fact_hashes=[_digest(list(r)) for r in fact_rows],
+        )
 
 
-def _fact_record(
-    fact_id: str,
-    subject_id: str,
-    subject: str,
-    predicate: str,
-    object_id: str,
-    object_: str,
-    confidence: float | None,
-    valid_from: int | None,
-    valid_to: int | None,
-    supersedes: str | None,
-    superseded_by: str | None,
-    session_id: str,
-    turn_id: str,
-    client: str,
-    model: str,
-    source: str,
-) -> FactRecord:
-    if confidence is None or valid_from is None:
-        raise ValueError(f"fact {fact_id!r} has no confidence or valid_from")
-    record = FactRecord(
-        fact_id=_required("fact_id", fact_id),
-        subject_id=_required("subject_id", subject_id),
-        subject=_required("subject", subject),
-        predicate=_required("predicate", predicate),
-        object_id=_required("object_id", object_id),
-        object=_required("object", object_),
-        confidence=float(confidence),
-        valid_from=from_micros(valid_from),
-        valid_to=None if valid_to is None else from_micros(valid_to),
-        supersedes=supersedes or None,
-        superseded_by=superseded_by or None,
-        session_id=session_id,
-        turn_id=turn_id,
-        client=client,
-        model=model,
-        source=source,
-    )
-    return replace(record, row_hash=fact_hash(record))
+def _entity(row: tuple[Any, ...], row_hash: str) -> EntityRecord:
+    entity_id, name, aliases, types = row
+    return EntityRecord(entity_id, name, tuple(aliases), tuple(types), row_hash)
 
 
-def _required(column: str, value: str | None) -> str:
-    if value is None or value == "":
-        raise ValueError(f"column {column} has an empty value")
-    return value
+def _fact(row: tuple[Any, ...], row_hash: str) -> FactRecord:
+    values = dict(zip(_FACT_FIELDS, row, strict=True))
+    values["valid_from"] = from_micros(values["valid_from"])
+    if values["valid_to"] is not None:
+        values["valid_to"] = from_micros(values["valid_to"])
+    return FactRecord(**values, row_hash=row_hash)
+
+
+def _check_required(name: str, df: pl.DataFrame, columns: tuple[str, ...]) -> None:
+    empty = [
+        c
+        for c in columns
+        if df[c].is_null().any() or (df[c].dtype == pl.String and (df[c] == "").any())
+    ]
+    if empty:
+        raise ValueError(f"{name} table has empty values in required columns {empty}")
 
 
 def _check_scope(name: str, df: pl.DataFrame, scope: Scope) -> None:
@@ -257,7 +280,7 @@ def _check_scope(name: str, df: pl.DataFrame, scope: Scope) -> None:
         )
 
 
-def _check_unique(column: str, ids: list[str]) -> None:
-    dupes = sorted(i for i, n in Counter(ids).items() if n > 1)
-    if dupes:
-        raise ValueError(f"duplicate {column} values: {dupes[:_SAMPLE]}")
+def _check_unique(column: str, ids: pl.Series) -> None:
+    dupes = ids.filter(ids.is_duplicated()).unique().sort()
+    if dupes.len():
+        raise ValueError(f"duplicate {column} values: {dupes.head(_SAMPLE).to_list()}")

@@ -4,24 +4,32 @@ server/cluster by URI, through pymilvus.
 Layout is a per-backend choice (`Layout`):
 
 - `partition_key` (a Milvus server): one collection per (model, dim); `tenant_id` is the
-  partition key, `ns` a filtered field. The server prunes by partition key, so this is the
-  designed layout there; AUTOINDEX (HNSW on the server).
-- `scope` (Milvus Lite): one collection per (model, dim, tenant/ns scope), FLAT. Lite 3.2.2 is
-  pure Python + numpy/FAISS, does not prune by partition key, and its search walks every row of
-  every segment in scope in Python (~1 us per row) before the vector math. Measured on this
-  project's 2-core machine, 384 dims, a 5,000-row tenant among 20 (`bench/bench_milvus_layout.py`
-  has the numbers of the last run): partition key + tenant filter 113 ms p50; a partition per
-  tenant 15 ms; a collection per tenant 3.5-12 ms depending on load (the same as a lone
-  collection: cost follows the scope's own rows only). Every call is also a gRPC round trip
-  (~1.2 ms for `has_collection`).
+  partition key, `ns` a filtered field, AUTOINDEX. The server prunes by partition key, so this
+  is the designed layout there.
+- `scope` (Milvus Lite, the default there): one collection per (model, dim, tenant/ns), FLAT.
+  Lite 3.2.2 is pure Python + numpy/FAISS: it does not prune by partition key, and a search walks
+  every row of every segment in reach in Python (~1 us a row) before the vector math, so cost
+  follows the rows a search can see. `bench/bench_milvus_layout.py`, Lite's gRPC server, 384
+  dims, 100 tenants (one with 5,000 rows, 99 with 200), k=8, on the project's 2-core machine
+  while other jobs ran (load 4-6), p50 / p95 ms for the big tenant and a small one:
 
-Even a collection per scope leaves a 5,000-entity scope at several ms per search, so with a
-`cache_dir` (the supervised Lite server, see `resources.vector.factory`) `nearest` and `models`
-answer from an in-process copy of the scope's vectors, revalidated on every call by a
-generation token: every writer (any process on the host) replaces `<cache_dir>/<collection>.gen`
-before and after each write, and a reader reloads when the token it loaded under changed (plus a
-TTL bounding staleness after a writer crashed mid-write). A hit costs a file read and one numpy
-matrix-vector product (~0.3 ms for 5,000 x 384).
+      partition key + tenant filter    77 / 139      71 / 121
+      a partition per scope            27 / 57        5 / 17
+      a collection per scope           31 / 51        6 / 16
+      collection per scope + cache    0.6 / 4.9     0.2 / 0.4
+
+  (A quiet run with 5 tenants: a collection per scope 6.6 / 8.2 and 4.7 / 5.9; a gRPC round trip
+  alone, `has_collection`, is ~1.2 ms.) A collection per scope is also the only layout where two
+  tenants' sinks never write to one collection, which Lite's single-writer engine needs.
+
+Even so, a 5,000-entity scope costs Lite tens of ms per search, far over the recall budget
+(p50 5 ms for the whole recall). With a `cache_dir` (the supervised Lite server, see
+`resources.vector.factory`) `nearest` and `models` answer from an in-process copy of the scope's
+vectors, revalidated on every call by a generation token: every writer (any process on the host)
+replaces `<cache_dir>/<collection>.gen` before and after each write, and a reader reloads when the
+token it loaded under changed (a TTL bounds staleness after a writer died mid-write). A hit costs
+a small file read and one single-threaded matrix-vector product (~0.3 ms for 5,000 x 384); the
+first search after a write reloads the scope (~1-2 s for 5,000 vectors through Lite).
 
 Safety: primary keys are hex digests of (tenant, ns, entity id), so ids never reach an
 expression; tenant and namespace are quoted by `literal` (Lite has no filter templating and

@@ -91,9 +91,8 @@ def _triples(key: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def load_tenant(
-    graph: SqliteGraphStore, vectors: MilvusVectorStore, embedder: TrigramEmbedder, key: str
-) -> TenantData:
+def load_graph(graph: SqliteGraphStore, key: str) -> tuple[TenantData, list[EntityRecord]]:
+    """The tenant's entities and facts into the graph store (one fact superseded)."""
     scope = Scope.parse(key)
     data = TenantData(scope, private_names=list(PRIVATE[key]))
     triples = _triples(key)
@@ -129,19 +128,25 @@ def load_tenant(
     graph.upsert_facts(scope, facts)
     # One fact closed by a later one: it must never be recalled at "now".
     graph.supersede(scope, facts[0].fact_id, facts[1].fact_id, T0 + timedelta(days=1))
-    names = [e.name for e in entities.values()]
+    data.entity_ids = set(entities)
+    data.fact_ids = {f.fact_id for f in facts}
+    data.names = {e.name for e in entities.values()}
+    return data, list(entities.values())
+
+
+def load_tenant(
+    graph: SqliteGraphStore, vectors: MilvusVectorStore, embedder: TrigramEmbedder, key: str
+) -> TenantData:
+    data, entities = load_graph(graph, key)
     vectors.upsert(
         embedder.model,
         DIM,
-        scope,
+        data.scope,
         [
             (e.entity_id, ids.sha256_text(e.name), v)
-            for e, v in zip(entities.values(), embedder.embed(names), strict=True)
+            for e, v in zip(entities, embedder.embed([e.name for e in entities]), strict=True)
         ],
     )
-    data.entity_ids = set(entities)
-    data.fact_ids = {f.fact_id for f in facts}
-    data.names = set(names)
     return data
 
 

@@ -217,7 +217,7 @@ def test_triples_are_landed_as_one_tool_turn_that_the_pipeline_reads_with_the_sa
 
     paths = MemflowPaths(landing_dir=str(landing), data_dir=str(tmp_path / "data"))
     scope = Scope.parse(ACME)
-    turns, rejects, _ = read_tenant_day(paths, scope, read.days[0])
+    turns, _rejects, _ = read_tenant_day(paths, scope, read.days[0])
     report = extract_day(scope, turns, None)
     assert report.rejects.height == 0
     assert report.triples["triple_id"].to_list() == [t["triple_id"] for t in body["triples"]]

@@ -81,8 +81,16 @@ def _aim_at_a_granted_tenant(case: Any, n: int) -> bool:
     return False
 
 
-@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.value)
-@pytest.mark.parametrize("method,path", OPERATIONS)
+# Invalid data can only be made for operations that take input.
+CASES = [
+    pytest.param(method, path, mode, id=f"{method} {path} {mode.value}")
+    for method, path in OPERATIONS
+    for mode in MODES
+    if path.startswith("/v1/") or mode is GenerationMode.POSITIVE
+]
+
+
+@pytest.mark.parametrize("method,path,mode", CASES)
 def test_no_server_errors_and_answers_match_the_schema(
     method: str, path: str, mode: GenerationMode, api_schema: Any, world: World
 ) -> None:
@@ -109,3 +117,7 @@ def test_no_server_errors_and_answers_match_the_schema(
 
     fuzz()
     assert statuses and max(statuses) < 500
+    if mode is GenerationMode.POSITIVE and path != "/v1/triples":
+        # Valid data aimed at a granted tenant gets through to the service or the landing zone.
+        # (Random triples are schema-valid but almost never pass the contract: 422 is right.)
+        assert any(200 <= s < 300 for s in statuses), sorted(set(statuses))

@@ -127,7 +127,7 @@ def _cases(world: World) -> list[Case]:
         "Bearer",
     ]
     endpoints = ["recall", "recall", "recall", "entities", "subgraph", "triples", "turns"]
-    tenants = list(PRIVATE) + ["acme/never", "nobody/none", "globex/missing"] + TENANT_ATTACKS
+    tenants = [*list(PRIVATE), "acme/never", "nobody/none", "globex/missing", *TENANT_ATTACKS]
 
     def text() -> str:
         pick = rng.random()

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,9 @@ from resources.graph.factory import open_graph_store
 from resources.scope import Scope
 from tests.support.gremlin import GremlinServerUnavailable, acquire_server, release_server
 
-GRAPH_BACKENDS = ("sqlite", "gremlin")
+# gremlin: the portable fold/coalesce upserts (the default); gremlin-inject: new rows inserted
+# by data-driven inject(...).addV/addE traversals.
+GRAPH_BACKENDS = ("sqlite", "gremlin", "gremlin-inject")
 
 
 @dataclass(frozen=True)
@@ -27,11 +30,15 @@ class GraphBackend:
     name: str
     sqlite_path: Path | None = None
     gremlin_url: str | None = None
+    gremlin_options: dict[str, Any] = field(default_factory=dict)
 
     def open(self) -> GraphStore:
         """A new handle on this backend's store (same file, same server)."""
         return open_graph_store(
-            self.name, sqlite_path=self.sqlite_path, gremlin_url=self.gremlin_url
+            self.name,
+            sqlite_path=self.sqlite_path,
+            gremlin_url=self.gremlin_url,
+            gremlin_options=self.gremlin_options,
         )
 
 
@@ -45,11 +52,18 @@ def gremlin_server_url() -> Iterator[str]:
     release_server()
 
 
-@pytest.fixture(params=GRAPH_BACKENDS)
+@pytest.fixture(
+    params=[
+        pytest.param(name, marks=[pytest.mark.gremlin] if name.startswith("gremlin") else [])
+        for name in GRAPH_BACKENDS
+    ]
+)
 def graph_backend(request: pytest.FixtureRequest, tmp_path: Path) -> GraphBackend:
-    if request.param == "gremlin":
-        return GraphBackend("gremlin", gremlin_url=request.getfixturevalue("gremlin_server_url"))
-    return GraphBackend("sqlite", sqlite_path=tmp_path / "graph.sqlite")
+    if request.param == "sqlite":
+        return GraphBackend("sqlite", sqlite_path=tmp_path / "graph.sqlite")
+    url = request.getfixturevalue("gremlin_server_url")
+    options = {"new_rows": "inject"} if request.param == "gremlin-inject" else {}
+    return GraphBackend("gremlin", gremlin_url=url, gremlin_options=options)
 
 
 @pytest.fixture

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import re
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import polars as pl
 import pytest
 
 from resources.graph.base import GraphStore, GraphStoreError
 from resources.graph.factory import open_graph_store
+from resources.graph.sqlite import SqliteGraphStore
 from resources.graph.sync import graph_equals_table, records_from_tables, sync_graph
 from resources.records import EntityRecord, FactRecord
 from resources.scope import Scope
@@ -580,13 +584,15 @@ WRITER = """
 import json, sys
 from datetime import UTC, datetime
 from resources.graph.factory import open_graph_store
+from resources.graph.sqlite import SqliteGraphStore
 from resources.records import EntityRecord, FactRecord
 from resources.scope import Scope
 
 args = json.loads(sys.argv[1])
 scope = Scope(args["tenant_id"], args["ns"])
 t0 = datetime(2024, 1, 1, tzinfo=UTC)
-with open_graph_store(args["backend"], sqlite_path=args["path"], gremlin_url=args["url"]) as s:
+options = {"sqlite_path": args["path"], "gremlin_url": args["url"]}
+with open_graph_store(args["backend"], **options, gremlin_options=args["options"]) as s:
     print("ready", flush=True)
     for r in range(args["rounds"]):
         ids = [f"r{r}e{i}" for i in range(args["per_round"])]
@@ -608,6 +614,7 @@ def test_reads_while_another_process_writes(
         "backend": graph_backend.name,
         "path": str(graph_backend.sqlite_path) if graph_backend.sqlite_path else None,
         "url": graph_backend.gremlin_url,
+        "options": graph_backend.gremlin_options,
         "tenant_id": scope.tenant_id,
         "ns": scope.ns,
         "rounds": rounds,
@@ -640,6 +647,41 @@ def test_reads_while_another_process_writes(
     assert graph_store.version(scope) != before
 
 
+def test_threads_share_a_store(graph_store: GraphStore, new_scope: Scopes) -> None:
+    scope = new_scope()
+    load_chain(graph_store, scope)
+
+    def read(i: int) -> tuple[int, list[str]]:
+        ids = expanded_ids(graph_store, scope, ["a"], hops=2)
+        return graph_store.counts(scope)["facts"], ids
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = [pool.submit(read, i) for i in range(16)]
+        graph_store.upsert_entities(scope, [ent("z")])
+        results = [f.result() for f in futures]
+    assert all(r == (4, ["f_ab", "f_ea", "f_bc"]) for r in results)
+
+
+def _write_in_child(store: SqliteGraphStore, scope: Scope) -> None:
+    store.upsert_entities(scope, [ent("from_child")])
+
+
+def test_sqlite_store_survives_a_fork(tmp_path: Path) -> None:
+    """A store opened before a fork works in the child (its own connection) and the parent."""
+    scope = Scope("forked", "repo")
+    with SqliteGraphStore(tmp_path / "graph.sqlite") as store:
+        store.upsert_entities(scope, [ent("from_parent")])
+        child = multiprocessing.get_context("fork").Process(
+            target=_write_in_child, args=(store, scope)
+        )
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0
+        assert [e.entity_id for e in store.entities(scope)] == ["from_child", "from_parent"]
+        store.upsert_entities(scope, [ent("after")])
+        assert store.counts(scope) == {"entities": 3, "facts": 0}
+
+
 # -- backend selection and failures ------------------------------------------------------------
 
 
@@ -652,6 +694,7 @@ def test_factory_refuses_unknown_backends_and_missing_settings() -> None:
         open_graph_store("gremlin", sqlite_path=None, gremlin_url=None)
 
 
+@pytest.mark.gremlin
 def test_unreachable_gremlin_server_is_a_store_error_naming_the_url() -> None:
     from resources.graph.gremlin import GremlinGraphStore
 
@@ -660,11 +703,13 @@ def test_unreachable_gremlin_server_is_a_store_error_naming_the_url() -> None:
         GremlinGraphStore(url, connect_attempts=2)
 
 
+@pytest.mark.gremlin
+@pytest.mark.parametrize("new_rows", ["coalesce", "inject"])
 def test_gremlin_traversals_are_scoped_bytecode(
-    gremlin_server_url: str, monkeypatch: pytest.MonkeyPatch
+    gremlin_server_url: str, monkeypatch: pytest.MonkeyPatch, new_rows: str
 ) -> None:
-    """Every V()/E() the store sends is followed by the tenant and namespace filters, and
-    nothing it sends is a script or a lambda."""
+    """Every V()/E() the store sends is followed by the tenant and namespace filters, every
+    insert stamps the scope, and nothing it sends is a script or a lambda."""
     from gremlin_python.driver.driver_remote_connection import DriverRemoteConnection
     from gremlin_python.process.traversal import Bytecode
 
@@ -678,7 +723,7 @@ def test_gremlin_traversals_are_scoped_bytecode(
         return submit(self, bytecode)
 
     monkeypatch.setattr(DriverRemoteConnection, "submit", recording)
-    store = GremlinGraphStore(gremlin_server_url)
+    store = GremlinGraphStore(gremlin_server_url, new_rows=new_rows)  # type: ignore[arg-type]
     scope = Scope(f"t{time.time_ns()}", "repo")
     try:
         sent.clear()
@@ -713,6 +758,18 @@ def test_gremlin_traversals_are_scoped_bytecode(
         return lookups
 
     assert len(sent) > 10
+    inserts = 0
     for bytecode in sent:
         assert bytecode.source_instructions == []
-        assert check(bytecode.step_instructions) >= 1
+        steps = bytecode.step_instructions
+        if steps[0][0] == "inject":  # a batch insert: rows in, new elements stamped with scope
+            inserts += 1
+            assert [s[0] for s in steps[1:3]] == ["unfold", "as"]
+            assert steps[3][0] in ("addV", "addE")
+            assert ["property", "tenant_id", scope.tenant_id] in steps
+            assert ["property", "ns", scope.ns] in steps
+            check(steps)
+        else:
+            assert check(steps) >= 1
+    # inject: the chain's entities, its facts, and f_ab again once its object moved.
+    assert inserts == (3 if new_rows == "inject" else 0)

@@ -1,0 +1,110 @@
+"""`memflow serve` and `memflow recall` built from settings, over a data directory."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from memflow.recall_cli import parse_as_of, recall_once
+from memflow.serve import build_service, create_server_app, current_settings, keys_file
+from recall.auth import add_key
+from resources.graph.sqlite import SqliteGraphStore
+from resources.scope import Scope
+from tests.api.conftest import bearer, load_graph
+
+ACME = Scope("acme", "payments")
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    data = tmp_path / "data"
+    graph = SqliteGraphStore(data / "graph.sqlite")
+    load_graph(graph, ACME.key)
+    graph.close()
+    for name, value in {
+        "MEMFLOW_DATA_DIR": str(data),
+        "MEMFLOW_LANDING_DIR": str(tmp_path / "landing"),
+        "MEMFLOW_GRAPH_BACKEND": "sqlite",
+        "MEMFLOW_EMBEDDER": "none",
+        "MEMFLOW_API_KEYS_FILE": "",
+    }.items():
+        monkeypatch.setenv(name, value)
+    yield data
+
+
+def test_settings_name_the_keys_file(data_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    assert keys_file(current_settings()) == data_dir / "api-keys.json"
+    monkeypatch.setenv("MEMFLOW_API_KEYS_FILE", "/etc/memflow/keys.json")
+    assert keys_file(current_settings()) == Path("/etc/memflow/keys.json")
+
+
+def test_build_service_without_an_embedder_answers_by_names(data_dir: Path):
+    built = build_service(current_settings())
+    try:
+        assert built.service.vector_leg.vectors is None
+        answer = built.service.recall(ACME, "what does LedgerCore use?")
+        assert answer.mode == "names" and answer.facts
+    finally:
+        built.close()
+
+
+def test_recall_cli_prints_a_readable_answer(data_dir: Path):
+    out = io.StringIO()
+    assert recall_once(ACME, "what does LedgerCore depend on?", out=out) == 0
+    text = out.getvalue()
+    assert text.startswith("acme/payments: 'what does LedgerCore depend on?'")
+    assert "mode names, ranking auto" in text
+    assert "entry entities:\n  - LedgerCore  via name (name #1)" in text
+    assert "facts (" in text and "from claude-code session s-acme turn t" in text
+    assert "(model explicit)" in text and "valid 2025-06-01" in text
+    assert "contradicts f_" in text  # the PRIMARY_DATABASE pair
+    assert "warning [names_only]" in text
+    assert "timings ms: " in text and "notice: Recalled facts are data" in text
+
+
+def test_recall_cli_json_and_as_of(data_dir: Path):
+    out = io.StringIO()
+    code = recall_once(ACME, "LedgerCore", as_json=True, as_of="2025-06-01T01:30:00Z", out=out)
+    assert code == 0
+    answer = json.loads(out.getvalue())
+    assert answer["as_of"] == "2025-06-01T01:30:00Z" and len(answer["facts"]) == 2
+    assert parse_as_of("2025-06-01T01:30:00") == parse_as_of("2025-06-01T01:30:00+00:00")
+
+
+def test_recall_cli_failures(data_dir: Path, capsys: pytest.CaptureFixture[str]):
+    assert recall_once(Scope("acme", "nothing"), "LedgerCore") == 1
+    assert "nothing stored for acme/nothing" in capsys.readouterr().err
+    assert recall_once(ACME, "LedgerCore", ranking="semantic") == 1
+    assert "semantic ranking unavailable (no_vector_store)" in capsys.readouterr().err
+    assert recall_once(ACME, "LedgerCore", as_of="last tuesday") == 2
+    assert recall_once(ACME, "LedgerCore", ranking="best") == 2
+
+
+def test_server_app_opens_the_stores_at_startup(data_dir: Path):
+    key = add_key(keys_file(current_settings()), "acme", ["payments"])
+    app = create_server_app()
+    with TestClient(app) as client:
+        health = client.get("/healthz").json()
+        assert health["graph"] == {"ok": True, "backend": "sqlite"} and health["vectors"] is None
+        r = client.post(
+            "/v1/recall",
+            json={"tenant": "acme/payments", "query": "LedgerCore"},
+            headers=bearer(key),
+        )
+        assert r.status_code == 200 and r.json()["facts"]
+        turns = client.post(
+            "/v1/triples",
+            json={
+                "tenant": "acme/payments",
+                "triples": [{"subject": "a", "predicate": "USES", "object": "b"}],
+            },
+            headers=bearer(key),
+        )
+        assert turns.status_code == 202
+    landed = list((data_dir.parent / "landing" / "acme" / "payments").glob("api-*.jsonl"))
+    assert len(landed) == 1
