@@ -4,7 +4,6 @@ The ledger (`resources.vector.ledger`) is the cursor: each batch of 64 is persis
 next call, so a killed run loses at most one batch and the rerun embeds only what is missing.
 """
 
-
 import time
 
 import polars as pl
@@ -97,11 +96,9 @@ def entity_embeddings(
                     f"{s.key}: embedded {done}/{total}"
                 ),
             )
-            table = vector_table(ledger, provider.model, scope)
-            wanted = set(ents["entity_id"].to_list()) if ents.height else set()
-            table = table.filter(pl.col("entity_id").is_in(list(wanted)))
+            table = vector_table(ledger, provider.model, scope, ents)
             out[scope.key] = conform(table, EMBEDDINGS)
-            missing = len(wanted) - table.height
+            missing = ents.height - table.height
             if missing:
                 uncovered[scope.key] = missing
             dim = report.dim or dim

@@ -1,6 +1,5 @@
 """validated_facts, entities, quarantine per tenant: contracts, resolution, caps, supersession."""
 
-
 import time
 
 import polars as pl

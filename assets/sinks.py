@@ -1,6 +1,5 @@
 """graph_sink and vector_sink per tenant: make each store equal its table, idempotently."""
 
-
 import time
 
 import polars as pl
@@ -140,10 +139,15 @@ def vector_sink(
     tables = paths.tables()
     with vectors.open() as store:
         for scope in tenant_scopes(context):
-            wanted = tables.read("entity_embeddings", scope)
-            ids = set(wanted["entity_id"].to_list()) if wanted is not None else set()
-            table = vector_table(ledger, model, scope)
-            table = table.filter(pl.col("entity_id").is_in(list(ids)))
+            entities = tables.read("entities", scope)
+            table = vector_table(
+                ledger,
+                model,
+                scope,
+                entities
+                if entities is not None
+                else pl.DataFrame(schema={"entity_id": pl.String, "name": pl.String}),
+            )
             report = sync_vectors(store, model, scope, table)
             equal, diff = vectors_equal_table(store, model, scope, table)
             if not equal:

@@ -1,6 +1,5 @@
 """extracted_triples[tenant, day]: explicit triples from tool calls plus model extraction."""
 
-
 import polars as pl
 from dagster import (
     AssetCheckResult,

@@ -1,6 +1,5 @@
 """raw_turns[tenant, day]: landing-zone turns of one tenant and day, redacted and checked."""
 
-
 import json
 import time
 from datetime import UTC, datetime, timedelta

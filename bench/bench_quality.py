@@ -357,8 +357,9 @@ VARIANTS: dict[str, RecallConfig] = {
     "shipped": RecallConfig(),
     "no fact leg": RecallConfig(fact_leg=0),
     "fact_leg=50": RecallConfig(fact_leg=50),
-    "structure_weight=1": RecallConfig(structure_weight=1.0),
     "structure_weight=0": RecallConfig(structure_weight=0.0),
+    "structure_weight=1": RecallConfig(structure_weight=1.0),
+    "fact_vector_weight=0.25": RecallConfig(fact_vector_weight=0.25),
     "fact_vector_weight=1": RecallConfig(fact_vector_weight=1.0),
     "fuse_depth=8": RecallConfig(fuse_depth=8),
 }
@@ -400,6 +401,20 @@ def table(results: dict[str, Any]) -> str:
                 f"{m['precision@5']:.3f} | {m['mrr']:.3f} | {m['stale_answers']} | "
                 f"{m['foreign_facts']} |"
             )
+    return "\n".join(lines)
+
+
+def kind_table(modes: dict[str, Any]) -> str:
+    """recall@5 and MRR per query kind, one column pair per mode."""
+    names = list(modes)
+    header = "| kind | queries | " + " | ".join(f"{m} r@5 | {m} MRR" for m in names) + " |"
+    lines = [header, "|" + "---|" * (2 + 2 * len(names))]
+    for kind, first in modes[names[0]]["by_kind"].items():
+        cells = " | ".join(
+            f"{modes[m]['by_kind'][kind]['recall@5']:.3f} | {modes[m]['by_kind'][kind]['mrr']:.3f}"
+            for m in names
+        )
+        lines.append(f"| {kind} | {first['queries']} | {cells} |")
     return "\n".join(lines)
 
 
@@ -469,6 +484,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=str) + "\n", encoding="utf-8")
     print(table(results))
+    print()
+    print(kind_table(results["shipped"]))
     print(f"\nwritten to {args.out}")
     for p in problems:
         print(f"PROBLEM: {p}")

@@ -103,11 +103,18 @@ def status(cfg: dict[str, str] | None = None) -> dict[str, Any]:
                 "embedding_model": model,
             }
             if model:
-                table = vector_table(ledger, model, scope)
-                ids = set(entities["entity_id"].to_list()) if entities.height else set()
-                table = table.filter(pl.col("entity_id").is_in(list(ids)))
+                table = vector_table(
+                    ledger,
+                    model,
+                    scope,
+                    entities.select("entity_id", "name") if entities.height else None,
+                )
                 covered = models.get(model, (0, 0))[1]
-                entry["coverage"] = round(covered / len(ids), 4) if ids else 1.0
+                entry["coverage"] = (
+                    round(min(covered, table.height) / entities.height, 4)
+                    if (entities.height)
+                    else 1.0
+                )
                 equal, diff = vectors_equal_table(vectors, model, scope, table)
                 entry["vectors_equal_table"] = equal
                 entry["vectors_diff"] = diff

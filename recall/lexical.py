@@ -30,8 +30,8 @@ _WORD = re.compile(r"[^\W_]+(?:\+\+|#)?")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_]+")
 _HAS_INNER_CAPITAL = re.compile(r"[a-z][A-Z]|[A-Z]{2}[a-z]")
 
-# Function words of questions and statements. Kept small on purpose: names such as "go",
-# "it" (the department) or "us" (the region) are rare, question words are not.
+# Function words of questions and statements, dropped from queries and documents alike. Kept
+# to words that are never a name worth finding; "go" (the language) is deliberately absent.
 STOP_WORDS: frozenset[str] = frozenset(
     {
         "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are",
@@ -45,8 +45,8 @@ STOP_WORDS: frozenset[str] = frozenset(
         "you", "your", "yours",
     }
 )  # fmt: skip
-# "use" and its forms are everywhere in memories ("X USES Y") and questions ("which db do we
-# use"); they carry no information for ranking, like "is" or "have".
+# "use" and its forms are in half of all memories ("X USES Y") and questions ("which db do
+# we use"); like "is" or "have" they say nothing about which fact is meant.
 
 _STEMMER_LOCAL = threading.local()
 

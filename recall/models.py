@@ -29,7 +29,12 @@ class RecallError(ValueError):
 
 
 class SemanticUnavailable(RecallError):
-    """`semantic` or `hybrid` ranking was asked for but no query vector could be had."""
+    """`semantic` or `hybrid` ranking was asked for but no query vector could be had.
+
+    `reason`: no_vector_store, no_embedder, not_embedded (no vectors for the scope),
+    provider_unavailable (vectors exist only for a model without a provider), embedding_failed,
+    embedding_timeout or vector_store_failed.
+    """
 
     code = "semantic_unavailable"
 
@@ -93,6 +98,9 @@ class EntityMatch(EntityCard):
 
 
 class RecallWarning(_Frozen):
+    """`code`: names_only (auto fell back to names; the message says why), previous_model
+    (the current model does not cover the scope yet), partial_coverage, query_truncated."""
+
     code: str
     message: str
 

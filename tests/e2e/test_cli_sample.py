@@ -37,7 +37,7 @@ def sample_run(tmp_path_factory: pytest.TempPathFactory):
                       "which database does the payments service use?", env=env)
         outputs = {"run": run}
         assert run.returncode == 0, run.stderr[-3000:]
-        for tenant in ("acme/payments-api", OVER_CAP_TENANT):
+        for tenant in ("acme/payments-api", str(OVER_CAP_TENANT)):
             outputs[f"facts {tenant}"] = memflow("facts", "--data", str(data), "--tenant",
                                                  tenant, "--json", env=env)
             outputs[f"rejects {tenant}"] = memflow("rejects", "--data", str(data), "--tenant",
@@ -55,12 +55,12 @@ def test_summary_and_every_asset(sample_run) -> None:
     _, out = sample_run
     text = out["run"].stdout
     for tenant in SAMPLE_TENANTS:
-        assert tenant in text
+        assert str(tenant) in text
     assert "fact_cap_exceeded 1097" in text
-    monorepo = json.loads(out[f"facts {OVER_CAP_TENANT}"].stdout)
+    monorepo = json.loads(out[f"facts {OVER_CAP_TENANT!s}"].stdout)
     assert len(monorepo) == 10_000
     status = json.loads(out["status"].stdout)
-    assert {t["tenant"] for t in status["tenants"]} == set(SAMPLE_TENANTS)
+    assert {t["tenant"] for t in status["tenants"]} == {str(t) for t in SAMPLE_TENANTS}
     for t in status["tenants"]:
         assert t["graph"]["equals_table"], t
         assert t["vectors_equal_table"] and t["coverage"] == 1.0, t
