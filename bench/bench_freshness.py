@@ -82,16 +82,48 @@ def start(cmd: Sequence[str], env: dict[str, str], log: Path, cwd: Path) -> subp
         )  # fmt: skip
 
 
-def workspace(root: Path) -> Path:
+IN_PROCESS_DEFS = """
+from dagster import Definitions, in_process_executor
+from pipelines import definitions as d
+
+defs = Definitions(
+    assets=d.ALL_ASSETS,
+    jobs=[d.ingest_job, d.tenant_job],
+    sensors=[d.landing_sensor, d.automation_sensor],
+    resources=d.env_resources(),
+    executor=in_process_executor,
+)
+"""
+
+
+def workspace(root: Path, executor: str) -> Path:
     """The repository's code location, loaded from a directory without a `.env`: Dagster's CLI
     lets a `.env` in its working directory override the real environment, and the repository's
-    `.env` points at `.memflow` and `landing-sample`."""
+    `.env` points at `.memflow` and `landing-sample`. With `in_process`, the same definitions
+    with Dagster's in-process executor (one process per run instead of one per step)."""
     path = root / "workspace.yaml"
-    path.write_text(
-        "load_from:\n  - python_module:\n      module_name: pipelines.definitions\n"
-        f"      working_directory: {ROOT}\n"
-    )
+    if executor == "in_process":
+        module = root / "in_process_defs.py"
+        module.write_text(IN_PROCESS_DEFS)
+        target = f"  - python_file:\n      relative_path: {module}\n"
+    else:
+        target = "  - python_module:\n      module_name: pipelines.definitions\n"
+    path.write_text(f"load_from:\n{target}      working_directory: {ROOT}\n")
     return path
+
+
+def wait_runs_done(env: dict[str, str], timeout: float) -> None:
+    """Let runs in flight finish, so stopping the daemon does not fail them."""
+    os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]
+    from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+    busy = [DagsterRunStatus.QUEUED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED]
+    deadline = time.monotonic() + timeout
+    with DagsterInstance.get() as instance:
+        while time.monotonic() < deadline:
+            if not instance.get_runs(RunsFilter(statuses=busy)):
+                return
+            time.sleep(2.0)
 
 
 def stop(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
@@ -189,6 +221,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--embedder", choices=("none", "st"), default="none")
     parser.add_argument("--timeout", type=float, default=180.0)
+    parser.add_argument(
+        "--executor",
+        choices=("default", "in_process"),
+        default="default",
+        help="the code location's executor (default: as pipelines.definitions defines it)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temp directory")
     args = parser.parse_args(argv)
 
@@ -205,12 +243,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     result: dict[str, Any] = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "embedder": args.embedder,
+        "executor": args.executor,
         "target_s": TARGET_S,
         "timeout_s": args.timeout,
         "sensors": {"landing_sensor": "15 s", "tenant_automation": "15 s"},
     }
     daemon = start(
-        [str(BIN / "dagster-daemon"), "run", "-w", str(workspace(root))],
+        [str(BIN / "dagster-daemon"), "run", "-w", str(workspace(root, args.executor))],
         env,
         root / "daemon.log",
         root,
@@ -242,6 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if seconds is None:
                     result[label]["daemon_log_tail"] = _tail(root / "daemon.log")
                     break
+        wait_runs_done(env, 120)
     finally:
         stop(api)
         stop(daemon)

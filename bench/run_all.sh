@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make bench`: every benchmark, then BENCHMARKS.md regenerated from bench/results/*.json.
+# `make bench`: every benchmark; each writes bench/results/<name>.json and prints a table.
 # The Gremlin Server is started by the Makefile around this script.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,5 +12,4 @@ run $PY bench/bench_embedding_sweep.py
 run $PY bench/bench_graph_sync.py --gremlin-url "${MEMFLOW_GREMLIN_URL:-ws://127.0.0.1:18182/gremlin}"
 run $PY bench/bench_latency.py
 run $PY bench/bench_quality.py
-run $PY bench/report.py
 exit $status

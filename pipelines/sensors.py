@@ -54,7 +54,7 @@ def scan_landing(
 
 @sensor(
     job=ingest_job,
-    minimum_interval_seconds=15,
+    minimum_interval_seconds=5,
     default_status=DefaultSensorStatus.RUNNING,
     description="Watches the landing zone: adds tenant partitions and requests an ingest run "
     "for every (tenant, day) a new or changed file touches.",
