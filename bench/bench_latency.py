@@ -643,7 +643,7 @@ def run(
     print(f"in-process: {len(qs)} queries x {args.passes} passes per mode")
     result: dict[str, Any] = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count()},
+        "machine": {"cpus": os.cpu_count(), "load_avg_1_5_15_at_start": os.getloadavg()},
         "embedder": embedder,
         "model": provider.model,
         "scope": {**counts, "tenant": BIG.key, "tenants_loaded": tenants, "hub_facts": HUB_FACTS},
@@ -670,6 +670,7 @@ def run(
                 result["qps"][str(workers)] = measure_qps(url, key, qs, args.qps_seconds, 8)
             finally:
                 stop_server(proc)
+    result["machine"]["load_avg_1_5_15_at_end"] = os.getloadavg()
     ip = result["in_process"]
     result["targets"] = TARGETS
     result["targets_met"] = {

@@ -347,9 +347,9 @@ def make_stores(workdir: Path) -> tuple[GraphStore, VectorStore]:
     from resources.graph.sqlite import SqliteGraphStore
     from resources.vector.milvus import MilvusVectorStore
 
-    return SqliteGraphStore(str(workdir / "graph.db")), MilvusVectorStore(
-        str(workdir / "vectors.db")
-    )
+    # The in-process search cache, as the embedded default (`open_vector_store`) uses it.
+    vectors = MilvusVectorStore(str(workdir / "vectors.db"), cache_dir=workdir / "milvus-gen")
+    return SqliteGraphStore(workdir / "graph.db"), vectors
 
 
 # The shipped configuration and one change each, for `--ablation`.

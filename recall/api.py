@@ -92,6 +92,8 @@ log = logging.getLogger("memflow.api")
 API_TITLE = "memflow recall API"
 API_VERSION = "1.0.0"
 PROBE_SCOPE = Scope("memflow-healthz", "probe")
+KNOWN_SCOPE_TTL_S = 5.0
+MAX_KNOWN_SCOPES = 10_000
 
 
 def _json(model: BaseModel, status: int = 200) -> Response:
@@ -115,6 +117,7 @@ class Api:
         self.metrics = metrics
         self.public_metrics = public_metrics
         self.service: RecallService | None = None
+        self._known: dict[Scope, float] = {}  # scope -> when it was last seen holding data
 
     def svc(self) -> RecallService:
         if self.service is None:
@@ -122,13 +125,23 @@ class Api:
         return self.service
 
     def readable(self, principal: Principal, ref: TenantRef | Scope) -> Scope:
-        """The scope, if the key was granted it and the stores know it; else 404."""
+        """The scope, if the key was granted it and the stores know it; else 404. The grant is
+        decided first, so a foreign scope never reaches a store."""
         scope = ref if isinstance(ref, Scope) else ref.scope()
         if not principal.allows(scope):
             raise tenant_not_found()
-        index = self.svc().indexes.get(scope)
-        if index.entity_count == 0 and not index.facts:
-            raise tenant_not_found()
+        now = time.monotonic()
+        seen = self._known.get(scope)
+        if seen is None or now - seen > KNOWN_SCOPE_TTL_S:
+            # The service reads the store version again right after; caching "has data" for a
+            # few seconds saves that round trip on every request of a busy scope.
+            index = self.svc().indexes.get(scope)
+            if index.entity_count == 0 and not index.facts:
+                self._known.pop(scope, None)
+                raise tenant_not_found()
+            if len(self._known) >= MAX_KNOWN_SCOPES:
+                self._known.clear()
+            self._known[scope] = now
         return scope
 
     def writable(self, principal: Principal, ref: TenantRef) -> Scope:
@@ -140,27 +153,32 @@ class Api:
         return scope
 
     def land(self, scope: Scope, turns: Sequence[Mapping[str, Any]]) -> Landed:
-        """Write the turns as one landing file, after the landing reader's own checks."""
+        """Write the turns as one landing file, checked by the landing reader's own rules
+        before it becomes visible to the sensor."""
         assert self.landing is not None
+        root = self.landing.root
+
+        def check(hidden: Path) -> None:
+            read = read_landing_file(hidden, root)
+            if read.rejects.height:
+                details = [
+                    {"index": (line or 1) - 1, "reason": reason, "detail": detail}
+                    for line, reason, detail in read.rejects.select(
+                        "line_no", "reason", "detail"
+                    ).iter_rows()
+                ]
+                raise ApiError(
+                    422, "turns_rejected", "turns do not meet the landing format", details
+                )
+
         try:
-            landed = self.landing.write(scope, turns)
+            return self.landing.write(scope, turns, check)
         except LineTooLong as exc:
             raise ApiError(413, "payload_too_large", str(exc)) from None
         except (orjson.JSONEncodeError, TypeError):
             raise ApiError(
                 422, "invalid_request", "a turn cannot be written as JSON (nesting or numbers)"
             ) from None
-        read = read_landing_file(landed.path, self.landing.root)
-        if read.rejects.height:
-            landed.path.unlink(missing_ok=True)
-            details = [
-                {"index": (line or 1) - 1, "reason": reason, "detail": detail}
-                for line, reason, detail in read.rejects.select(
-                    "line_no", "reason", "detail"
-                ).iter_rows()
-            ]
-            raise ApiError(422, "turns_rejected", "turns do not meet the landing format", details)
-        return landed
 
 
 def create_app(

@@ -2,15 +2,15 @@
 
 One request becomes one file, ``<landing>/<org>/<repo>/api-<UTC time>-<uuid>.jsonl``, in the
 format `memflow.landing` documents (one turn per line, with ``org`` and ``repo``). The file is
-written as ``.api-....jsonl.tmp`` (the landing reader ignores dot files), flushed to disk and then
-renamed, so the sensor never sees half a file.
+written as ``.api-....jsonl`` (the landing reader ignores dot files), flushed to disk, checked,
+and only then renamed, so the sensor never sees half a file nor one that failed its check.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -90,8 +90,14 @@ class LandingWriter:
     def directory(self, scope: Scope) -> Path:
         return self.root / scope.tenant_id / scope.ns
 
-    def write(self, scope: Scope, turns: Sequence[Mapping[str, Any]]) -> Landed:
-        """Land `turns` of `scope` as one new file; returns where it went."""
+    def write(
+        self,
+        scope: Scope,
+        turns: Sequence[Mapping[str, Any]],
+        check: Callable[[Path], None] | None = None,
+    ) -> Landed:
+        """Land `turns` of `scope` as one new file; returns where it went. `check` sees the
+        complete file under its hidden name first; if it raises, nothing is landed."""
         if not turns:
             raise ValueError("nothing to land")
         body = b"".join(turn_line(scope, t) + b"\n" for t in turns)
@@ -100,15 +106,17 @@ class LandingWriter:
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         name = f"{FILE_PREFIX}{stamp}-{uuid.uuid4().hex}{JSONL_SUFFIX}"
         final = directory / name
-        tmp = directory / f".{name}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+        hidden = directory / f".{name}"  # still a .jsonl, so the reader can check it
+        fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(body)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, final)
+            if check is not None:
+                check(hidden)
+            os.replace(hidden, final)
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            hidden.unlink(missing_ok=True)
             raise
         return Landed(scope, final, len(turns))

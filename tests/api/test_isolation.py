@@ -29,6 +29,7 @@ from resources.scope import Scope, ScopeError
 from tests.api.conftest import PRIVATE, SHARED, World
 
 SEED = 20260101
+NOT_FOUND = {"error": {"code": "tenant_not_found", "message": "tenant not found"}}
 CHUNKS = 8
 
 GREMLIN = [
@@ -282,10 +283,8 @@ def check(world: World, case: Case, status: int, body: bytes, landing: Path) -> 
                     problems.append(f"foreign name {name!r}")
     if status == 404 and scope is not None and scope.key in granted:
         problems.append("404 for a granted tenant that has data")
-    if status == 404 and case.role != "forged":
-        expected = {"error": {"code": "tenant_not_found", "message": "tenant not found"}}
-        if json.loads(body) != expected and b"not_found" in body:
-            problems.append("404 body differs from the missing-tenant body")
+    if status == 404 and json.loads(body) != NOT_FOUND:
+        problems.append("404 body differs from the missing-tenant body")
     return problems
 
 
