@@ -1,7 +1,8 @@
 """The API's guard rails: the error body, and an ASGI middleware that bounds requests.
 
-Errors always have the shape ``{"error": {"code", "message", "details"?}}`` and never echo the
-request (pydantic's `input` is dropped, locations are clipped).
+Errors always have the shape ``{"error": {"code", "message", "details"?}}`` and do not echo the
+request: pydantic's `input` is dropped and locations are clipped; a rejected triple's `detail` is
+the contract's own (redacted, at most 80 characters of the offending value).
 """
 
 from __future__ import annotations
