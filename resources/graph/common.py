@@ -7,10 +7,12 @@ every backend answers `expand` identically.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import fields
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from resources.graph.base import MAX_HOPS
-from resources.records import ExpandedFact, FactRecord
+from resources.records import EntityRecord, ExpandedFact, FactRecord
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
@@ -18,6 +20,12 @@ _MICRO = timedelta(microseconds=1)
 # 9999-12-31T23:59:59.999999Z: stands for an open `valid_to` where a backend cannot compare
 # against null portably (Gremlin property predicates).
 OPEN_END_MICROS = 253_402_300_799_999_999
+
+# Every content field (all but `row_hash`) in declaration order: the stores' column order and
+# the order the row hash covers. A new record field needs a store column and changes every
+# row hash.
+ENTITY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(EntityRecord) if f.name != "row_hash")
+FACT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(FactRecord) if f.name != "row_hash")
 
 # (entity ids, how many rows at most) -> facts valid at the expansion time touching any of them,
 # in expansion order (confidence descending, then fact_id).
@@ -33,6 +41,29 @@ def to_micros(value: datetime) -> int:
 
 def from_micros(value: int) -> datetime:
     return EPOCH + timedelta(microseconds=value)
+
+
+def fact_row(f: FactRecord) -> tuple[Any, ...]:
+    """`f`'s content in FACT_FIELDS order as stored and hashed: confidence a float, times in
+    epoch microseconds (open end None), an empty supersession link None."""
+    values = {name: getattr(f, name) for name in FACT_FIELDS}
+    values.update(
+        confidence=float(f.confidence),
+        valid_from=to_micros(f.valid_from),
+        valid_to=None if f.valid_to is None else to_micros(f.valid_to),
+        supersedes=f.supersedes or None,
+        superseded_by=f.superseded_by or None,
+    )
+    return tuple(values.values())
+
+
+def fact_from_row(row: Iterable[Any], row_hash: str) -> FactRecord:
+    """The inverse of `fact_row` (with the row's hash)."""
+    values = dict(zip(FACT_FIELDS, row, strict=True))
+    values["valid_from"] = from_micros(values["valid_from"])
+    if values["valid_to"] is not None:
+        values["valid_to"] = from_micros(values["valid_to"])
+    return FactRecord(**values, row_hash=row_hash)
 
 
 def fact_order(fact: FactRecord) -> tuple[float, str]:

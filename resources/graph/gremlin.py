@@ -37,8 +37,11 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from resources.graph.base import GraphStore, GraphStoreError
 from resources.graph.common import (
+    ENTITY_FIELDS,
+    FACT_FIELDS,
     OPEN_END_MICROS,
     assemble_expansion,
+    fact_row,
     from_micros,
     to_micros,
     unique_ids,
@@ -50,26 +53,9 @@ ENTITY = "entity"
 FACT = "fact"
 SCOPE_MARKER = "memflow_scope"  # one vertex per scope, holding its version token
 
-_ENTITY_KEYS = ("entity_id", "name", "aliases", "types", "row_hash")
-_FACT_KEYS = (
-    "fact_id",
-    "subject_id",
-    "subject",
-    "predicate",
-    "object_id",
-    "object",
-    "confidence",
-    "valid_from",
-    "valid_to",
-    "supersedes",
-    "superseded_by",
-    "session_id",
-    "turn_id",
-    "client",
-    "model",
-    "source",
-    "row_hash",
-)
+# row_hash last: it is the property writers set last (see _entities_read).
+_ENTITY_KEYS = (*ENTITY_FIELDS, "row_hash")
+_FACT_KEYS = (*FACT_FIELDS, "row_hash")
 _ID_CHUNK = 1000  # ids per `within(...)` argument
 _WITHIN_MAX = 200  # longer id lists: read the scope's keys once instead (see _rows_by_key)
 
@@ -634,26 +620,16 @@ def _upsert_fact(t: Source, scope: Scope, f: FactRecord) -> GraphTraversal:
 
 
 def _fact_values(f: FactRecord) -> dict[str, Any]:
-    return {
-        "fact_id": f.fact_id,
-        "subject_id": f.subject_id,
-        "subject": f.subject,
-        "predicate": f.predicate,
-        "object_id": f.object_id,
-        "object": f.object,
-        "confidence": float(f.confidence),
-        "valid_from": long(to_micros(f.valid_from)),
-        "valid_to": long(OPEN_END_MICROS if f.valid_to is None else to_micros(f.valid_to)),
+    values = dict(zip(FACT_FIELDS, fact_row(f), strict=True))
+    values.update(
+        valid_from=long(values["valid_from"]),
+        valid_to=long(OPEN_END_MICROS if f.valid_to is None else values["valid_to"]),
         # Not every Gremlin server stores nulls: "" stands for "none".
-        "supersedes": f.supersedes or "",
-        "superseded_by": f.superseded_by or "",
-        "session_id": f.session_id,
-        "turn_id": f.turn_id,
-        "client": f.client,
-        "model": f.model,
-        "source": f.source,
-        "row_hash": f.row_hash,
-    }
+        supersedes=f.supersedes or "",
+        superseded_by=f.superseded_by or "",
+        row_hash=f.row_hash,
+    )
+    return values
 
 
 def _entity(row: dict[Any, Any]) -> EntityRecord:

@@ -20,8 +20,11 @@ from typing import Any
 
 from resources.graph.base import GraphStore, GraphStoreError
 from resources.graph.common import (
+    ENTITY_FIELDS,
+    FACT_FIELDS,
     assemble_expansion,
-    from_micros,
+    fact_from_row,
+    fact_row,
     to_micros,
     unique_ids,
 )
@@ -50,11 +53,9 @@ _SCHEMA = (
         PRIMARY KEY (tenant_id, ns)) WITHOUT ROWID""",
 )
 
-_FACT_COLUMNS = (
-    "fact_id, subject_id, subject, predicate, object_id, object, confidence, valid_from, "
-    "valid_to, supersedes, superseded_by, session_id, turn_id, client, model, source, row_hash"
-)
-_ENTITY_COLUMNS = "entity_id, name, aliases, types, row_hash"
+_FACT_COLUMNS = ", ".join((*FACT_FIELDS, "row_hash"))
+_ENTITY_COLUMNS = ", ".join((*ENTITY_FIELDS, "row_hash"))
+_FACT_PARAMS = ", ".join("?" * (2 + len(FACT_FIELDS) + 1))  # scope, content, row_hash
 _IN_IDS = "(SELECT value FROM json_each(?))"  # a JSON array bound as one parameter
 _VALID_AT = "valid_from <= ? AND (valid_to IS NULL OR valid_to > ?)"
 
@@ -196,7 +197,7 @@ class SqliteGraphStore(GraphStore):
                 raise ValueError(f"facts reference entities not in scope {scope}: {missing[:5]}")
             db.executemany(
                 f"INSERT INTO facts (tenant_id, ns, {_FACT_COLUMNS}) VALUES "
-                f"({', '.join('?' * 19)}) ON CONFLICT (tenant_id, ns, fact_id) DO UPDATE SET "
+                f"({_FACT_PARAMS}) ON CONFLICT (tenant_id, ns, fact_id) DO UPDATE SET "
                 + ", ".join(
                     f"{c} = excluded.{c}" for c in _FACT_COLUMNS.split(", ") if c != "fact_id"
                 ),
@@ -400,27 +401,7 @@ def _check_supersede(
 
 
 def _fact_params(scope: Scope, f: FactRecord) -> tuple[object, ...]:
-    return (
-        scope.tenant_id,
-        scope.ns,
-        f.fact_id,
-        f.subject_id,
-        f.subject,
-        f.predicate,
-        f.object_id,
-        f.object,
-        float(f.confidence),
-        to_micros(f.valid_from),
-        None if f.valid_to is None else to_micros(f.valid_to),
-        f.supersedes or None,
-        f.superseded_by or None,
-        f.session_id,
-        f.turn_id,
-        f.client,
-        f.model,
-        f.source,
-        f.row_hash,
-    )
+    return (scope.tenant_id, scope.ns, *fact_row(f), f.row_hash)
 
 
 def _entity(row: tuple[str, str, str, str, str]) -> EntityRecord:
@@ -435,8 +416,4 @@ def _entity(row: tuple[str, str, str, str, str]) -> EntityRecord:
 
 
 def _fact(row: tuple[Any, ...]) -> FactRecord:
-    values = dict(zip(_FACT_COLUMNS.split(", "), row, strict=True))
-    values["valid_from"] = from_micros(values["valid_from"])
-    if values["valid_to"] is not None:
-        values["valid_to"] = from_micros(values["valid_to"])
-    return FactRecord(**values)
+    return fact_from_row(row[:-1], row[-1])  # _FACT_COLUMNS: the content, then row_hash

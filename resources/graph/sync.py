@@ -16,31 +16,12 @@ from typing import Any
 import polars as pl
 
 from resources.graph.base import GraphStore
-from resources.graph.common import from_micros, to_micros
+from resources.graph.common import FACT_FIELDS, fact_from_row, fact_row
 from resources.records import EntityRecord, FactRecord
 from resources.scope import Scope
 
 _HASH_VERSION = "memflow-graph-row-v1"  # change it to make every store rewrite every row
 _SAMPLE = 5
-# FactRecord's content fields, in the order fact_hash() hashes them.
-_FACT_FIELDS = (
-    "fact_id",
-    "subject_id",
-    "subject",
-    "predicate",
-    "object_id",
-    "object",
-    "confidence",
-    "valid_from",
-    "valid_to",
-    "supersedes",
-    "superseded_by",
-    "session_id",
-    "turn_id",
-    "client",
-    "model",
-    "source",
-)
 _OPTIONAL_TEXT = ("session_id", "turn_id", "client", "model", "source")
 
 
@@ -68,26 +49,7 @@ def entity_hash(e: EntityRecord) -> str:
 
 
 def fact_hash(f: FactRecord) -> str:
-    return _digest(
-        [
-            f.fact_id,
-            f.subject_id,
-            f.subject,
-            f.predicate,
-            f.object_id,
-            f.object,
-            float(f.confidence),
-            to_micros(f.valid_from),
-            None if f.valid_to is None else to_micros(f.valid_to),
-            f.supersedes or None,
-            f.superseded_by or None,
-            f.session_id,
-            f.turn_id,
-            f.client,
-            f.model,
-            f.source,
-        ]
-    )
+    return _digest(list(fact_row(f)))
 
 
 # One encoder: json.dumps with options would build a new one per row.
@@ -111,7 +73,7 @@ def records_from_tables(
     rows = _TableRows.read(entities_df, facts_df, scope)
     return (
         [_entity(r, h) for r, h in zip(rows.entities, rows.entity_hashes, strict=True)],
-        [_fact(r, h) for r, h in zip(rows.facts, rows.fact_hashes, strict=True)],
+        [fact_from_row(r, h) for r, h in zip(rows.facts, rows.fact_hashes, strict=True)],
     )
 
 
@@ -128,7 +90,7 @@ def sync_graph(
         if stored_entities.get(r[0]) != h
     ]
     new_facts = [
-        _fact(r, h)
+        fact_from_row(r, h)
         for r, h in zip(rows.facts, rows.fact_hashes, strict=True)
         if stored_facts.get(r[0]) != h
     ]
@@ -219,11 +181,11 @@ class _TableRows:
                 else pl.col(c).fill_null("")
                 if c in _OPTIONAL_TEXT
                 else pl.col(c)
-                for c in _FACT_FIELDS
+                for c in FACT_FIELDS
             )
         )
         _check_required("entities", ents, ("entity_id", "name"))
-        _check_required("facts", facts, (*_FACT_FIELDS[:6], "confidence", "valid_from"))
+        _check_required("facts", facts, (*FACT_FIELDS[:6], "confidence", "valid_from"))
         _check_unique("entity_id", ents["entity_id"])
         _check_unique("fact_id", facts["fact_id"])
         ends = pl.concat([facts["subject_id"], facts["object_id"]]).unique()
@@ -246,14 +208,6 @@ class _TableRows:
 def _entity(row: tuple[Any, ...], row_hash: str) -> EntityRecord:
     entity_id, name, aliases, types = row
     return EntityRecord(entity_id, name, tuple(aliases), tuple(types), row_hash)
-
-
-def _fact(row: tuple[Any, ...], row_hash: str) -> FactRecord:
-    values = dict(zip(_FACT_FIELDS, row, strict=True))
-    values["valid_from"] = from_micros(values["valid_from"])
-    if values["valid_to"] is not None:
-        values["valid_to"] = from_micros(values["valid_to"])
-    return FactRecord(**values, row_hash=row_hash)
 
 
 def _check_required(name: str, df: pl.DataFrame, columns: tuple[str, ...]) -> None:

@@ -74,8 +74,14 @@ class SentenceTransformerEmbeddingProvider(EmbeddingProvider):
         # Offline: a model name must already be on disk; nothing is fetched from the Hub.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        # Loading bars on stderr are noise in CLI output and CI logs.
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         try:
+            import transformers
             from sentence_transformers import SentenceTransformer
+
+            transformers.logging.set_verbosity_error()
+            transformers.logging.disable_progress_bar()
         except ImportError as err:
             raise ModelError(
                 "the sentence-transformers provider needs the optional extra: "
