@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,13 +29,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 import polars as pl
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from memflow.embedding import embed_missing  # noqa: E402
+from memflow.netutil import free_port, wait_for_http  # noqa: E402
 from resources.models.base import EMBED_BATCH, EmbeddingProvider  # noqa: E402
 from resources.scope import Scope  # noqa: E402
 from resources.vector.ledger import EmbeddingLedger  # noqa: E402
@@ -175,26 +174,19 @@ def measure(
 
 
 def start_server() -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "memflow.embed_server", "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"embed server exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError("embed server did not start in 300 s")
+    try:
+        wait_for_http(f"{url}/health", 300, proc=proc)
+    except TimeoutError:
+        proc.kill()
+        raise RuntimeError("embed server did not start in 300 s") from None
+    return proc, url
 
 
 def main(argv: list[str] | None = None) -> int:

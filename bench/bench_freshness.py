@@ -4,17 +4,18 @@
     python bench/bench_freshness.py --embedder st         # MiniLM: entities are embedded too
 
 Everything runs as in production, in a temp directory: `dagster-daemon run` on `workspace.yaml`
-(its own DAGSTER_HOME; `landing_sensor` every 15 s and the automation sensor `tenant_automation`
-run the ingest and per-tenant jobs), the API as a subprocess (`memflow.serve.serve` on loopback,
-embedded stores: SQLite graph + supervised Milvus Lite server). The bench posts one triple,
+(its own DAGSTER_HOME; the `landing_sensor` and the automation sensor `tenant_automation` run
+the ingest and per-tenant jobs, at the intervals `pipelines.definitions` gives them), the API as
+a subprocess (`memflow.serve.serve` on loopback, embedded stores: SQLite graph + supervised
+Milvus Lite server). The bench posts one triple,
 then polls `POST /v1/recall` every second until the fact's id comes back (404 until the
 tenant's sinks have run once), giving up after `--timeout` seconds (180).
 
 Two measurements: `cold`, a new tenant right after the daemon started (the first runs load the
 code location), and `warm`, a second fact for the same tenant. Each reports the seconds and a
 timeline of the Dagster runs (job, status, start and end relative to the POST).
-Results go to `bench/results/freshness.json` (the last run per executor); exit status 1 when a
-fact never became recallable or the warm one took longer than the 60 s target.
+Results go to `bench/results/freshness.json`; exit status 1 when a fact never became recallable
+or the warm one took longer than the 60 s target.
 """
 
 from __future__ import annotations
@@ -82,33 +83,15 @@ def start(cmd: Sequence[str], env: dict[str, str], log: Path, cwd: Path) -> subp
         )  # fmt: skip
 
 
-IN_PROCESS_DEFS = """
-from dagster import Definitions, in_process_executor
-from pipelines import definitions as d
-
-defs = Definitions(
-    assets=d.ALL_ASSETS,
-    jobs=[d.ingest_job, d.tenant_job],
-    sensors=[d.landing_sensor, d.automation_sensor],
-    resources=d.env_resources(),
-    executor=in_process_executor,
-)
-"""
-
-
-def workspace(root: Path, executor: str) -> Path:
+def workspace(root: Path) -> Path:
     """The repository's code location, loaded from a directory without a `.env`: Dagster's CLI
     lets a `.env` in its working directory override the real environment, and the repository's
-    `.env` points at `.memflow` and `landing-sample`. With `in_process`, the same definitions
-    with Dagster's in-process executor (one process per run instead of one per step)."""
+    `.env` points at `.memflow` and `landing-sample`."""
     path = root / "workspace.yaml"
-    if executor == "in_process":
-        module = root / "in_process_defs.py"
-        module.write_text(IN_PROCESS_DEFS)
-        target = f"  - python_file:\n      relative_path: {module}\n"
-    else:
-        target = "  - python_module:\n      module_name: pipelines.definitions\n"
-    path.write_text(f"load_from:\n{target}      working_directory: {ROOT}\n")
+    path.write_text(
+        "load_from:\n  - python_module:\n      module_name: pipelines.definitions\n"
+        f"      working_directory: {ROOT}\n"
+    )
     return path
 
 
@@ -221,12 +204,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--embedder", choices=("none", "st"), default="none")
     parser.add_argument("--timeout", type=float, default=180.0)
-    parser.add_argument(
-        "--executor",
-        choices=("default", "in_process"),
-        default="default",
-        help="the code location's executor (default: as pipelines.definitions defines it)",
-    )
     parser.add_argument("--keep", action="store_true", help="keep the temp directory")
     args = parser.parse_args(argv)
 
@@ -243,13 +220,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     result: dict[str, Any] = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "embedder": args.embedder,
-        "executor": args.executor,
         "target_s": TARGET_S,
         "timeout_s": args.timeout,
-        "sensors": {"landing_sensor": "15 s", "tenant_automation": "15 s"},
+        "sensor_intervals_s": sensor_intervals(),
     }
     daemon = start(
-        [str(BIN / "dagster-daemon"), "run", "-w", str(workspace(root, args.executor))],
+        [str(BIN / "dagster-daemon"), "run", "-w", str(workspace(root))],
         env,
         root / "daemon.log",
         root,
@@ -292,24 +268,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(root, ignore_errors=True)
     warm = result.get("warm", {}).get("seconds")
     result["target_met"] = warm is not None and warm <= TARGET_S
-    save(result)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(
         json.dumps({k: result[k] for k in ("cold", "warm", "target_met") if k in result}, indent=2)
     )
     return 0 if result["target_met"] else 1
 
 
-def save(result: dict[str, Any]) -> None:
-    """Keep the last result per executor: {"default": {...}, "in_process": {...}}."""
-    try:
-        saved = json.loads(RESULTS.read_text())
-    except (OSError, ValueError):
-        saved = {}
-    if not isinstance(saved, dict) or "cold" in saved:
-        saved = {}
-    saved[result["executor"]] = result
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(saved, indent=2) + "\n")
+def sensor_intervals() -> dict[str, int | None]:
+    from pipelines.definitions import defs
+
+    return {s.name: s.minimum_interval_seconds for s in defs.sensors or []}
 
 
 def _tail(path: Path, size: int = 3000) -> str:

@@ -35,7 +35,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -51,6 +50,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 import numpy as np  # noqa: E402
 
+from memflow.netutil import free_port, wait_for_http  # noqa: E402
 from recall.service import RecallService  # noqa: E402
 from resources.graph.sqlite import SqliteGraphStore  # noqa: E402
 from resources.models.base import EmbeddingProvider  # noqa: E402
@@ -407,14 +407,8 @@ def measure_in_process(
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_server(data: Path, embedder: str, workers: int) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "MEMFLOW_DATA_DIR": str(data),
@@ -432,20 +426,12 @@ def start_server(data: Path, embedder: str, workers: int) -> tuple[subprocess.Po
     cmd += ["--workers", str(workers)]
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    import httpx
-
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the API server exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    stop_server(proc)
-    raise RuntimeError("the API server did not become healthy in time")
+    try:
+        wait_for_http(f"{url}/healthz", 600, proc=proc)
+    except TimeoutError:
+        stop_server(proc)
+        raise RuntimeError("the API server did not become healthy in time") from None
+    return proc, url
 
 
 def stop_server(proc: subprocess.Popen[bytes]) -> None:

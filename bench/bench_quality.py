@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere: `python bench/bench_quality.py`
     sys.path.insert(0, str(ROOT))
 
+from memflow.netutil import free_port, wait_for_http  # noqa: E402
 from recall.service import RecallConfig, RecallService  # noqa: E402
 from resources.graph.base import GraphStore  # noqa: E402
 from resources.models.base import EmbeddingProvider  # noqa: E402
@@ -310,17 +310,9 @@ def _mean(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     return {m: round(sum(r[m] for r in rows) / len(rows), 4) if rows else 0.0 for m in METRICS}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_embed_server(python: str = sys.executable) -> tuple[subprocess.Popen[bytes], str]:
     """Start memflow's embedding server on loopback; returns (process, base URL) once ready."""
-    import httpx
-
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [python, "-m", "memflow.embed_server", "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT,
@@ -328,19 +320,12 @@ def start_embed_server(python: str = sys.executable) -> tuple[subprocess.Popen[b
         stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
-            raise RuntimeError(f"embedding server exited with {proc.returncode}: {err}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1.0).status_code < 500:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError("embedding server did not become ready in 180 s")
+    try:
+        wait_for_http(f"{url}/health", 180, proc=proc)
+    except TimeoutError:
+        proc.kill()
+        raise RuntimeError("embedding server did not become ready in 180 s") from None
+    return proc, url
 
 
 def make_stores(workdir: Path) -> tuple[GraphStore, VectorStore]:

@@ -18,12 +18,12 @@ from pathlib import Path
 
 os.environ.setdefault("POLARS_MAX_THREADS", "1")  # one core, as the target says
 
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
+import numpy as np
+import polars as pl
 
-from schemas.contracts import TripleContract  # noqa: E402
-from schemas.tables import TRIPLES, conform  # noqa: E402
-from schemas.triples import triage  # noqa: E402
+from schemas.contracts import TripleContract
+from schemas.tables import TRIPLES, conform
+from schemas.triples import triage
 
 RESULTS = Path(__file__).parent / "results" / "validation.json"
 

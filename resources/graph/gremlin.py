@@ -271,28 +271,24 @@ class GremlinGraphStore(GraphStore):
 
     def delete_entities(self, scope: Scope, entity_ids: Iterable[str]) -> int:
         """Deletes the entities and, with their vertices, every fact touching them."""
-        n = 0
-        for chunk in _chunks(unique_ids(entity_ids), _ID_CHUNK):
-            n += self._call(
-                lambda g, chunk=chunk: (
-                    _entities_v(g, scope)
-                    .has("entity_id", P.within(chunk))
-                    .side_effect(__.drop())
-                    .count()
-                    .next()
-                )
-            )
-        if n:
-            self._bump(scope)
-        return n
+        return self._drop(scope, _entities_v, "entity_id", entity_ids)
 
     def delete_facts(self, scope: Scope, fact_ids: Iterable[str]) -> int:
+        return self._drop(scope, _facts_e, "fact_id", fact_ids)
+
+    def _drop(
+        self,
+        scope: Scope,
+        elements: Callable[[GraphTraversalSource, Scope], GraphTraversal],
+        key: str,
+        ids: Iterable[str],
+    ) -> int:
         n = 0
-        for chunk in _chunks(unique_ids(fact_ids), _ID_CHUNK):
+        for chunk in _chunks(unique_ids(ids), _ID_CHUNK):
             n += self._call(
                 lambda g, chunk=chunk: (
-                    _facts_e(g, scope)
-                    .has("fact_id", P.within(chunk))
+                    elements(g, scope)
+                    .has(key, P.within(chunk))
                     .side_effect(__.drop())
                     .count()
                     .next()
