@@ -72,8 +72,12 @@ def run_all(
     known = set(instance.get_dynamic_partitions(TENANTS))
     instance.add_dynamic_partitions(TENANTS, [s.key for s in scopes if s.key not in known])
     model_sources = [a for a in ALL_ASSETS if getattr(a, "is_observable", False)]
-    materialize(ALL_ASSETS, selection=AssetSelection.assets(*[a.key for a in model_sources]),
-                instance=instance, resources=resources)
+    materialize(
+        ALL_ASSETS,
+        selection=AssetSelection.assets(*[a.key for a in model_sources]),
+        instance=instance,
+        resources=resources,
+    )
 
     work = []
     for scope in scopes:

@@ -1,6 +1,5 @@
 """The landing-zone sensor: new or changed files -> tenant partitions + ingest runs."""
 
-
 import json
 from pathlib import Path
 

@@ -111,11 +111,15 @@ def conform(df: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
     """Select and cast to the layout; absent columns become nulls of the right type."""
     if df.height == 0:
         present = [c for c in columns if c in df.columns]
-        return pl.DataFrame(schema=columns) if not present else df.select(
-            [
-                (pl.col(c) if c in df.columns else pl.lit(None)).cast(t, strict=False).alias(c)
-                for c, t in columns.items()
-            ]
+        return (
+            pl.DataFrame(schema=columns)
+            if not present
+            else df.select(
+                [
+                    (pl.col(c) if c in df.columns else pl.lit(None)).cast(t, strict=False).alias(c)
+                    for c, t in columns.items()
+                ]
+            )
         )
     return df.select(
         [

@@ -48,8 +48,14 @@ def main() -> int:
         if scope.key not in instance.get_dynamic_partitions(TENANTS):
             instance.add_dynamic_partitions(TENANTS, [scope.key])
         key = tenant_day_key(scope, args.day) if args.day else scope.key
-        result = materialize(ALL_ASSETS, selection=args.select, partition_key=key,
-                             instance=instance, resources=resources, raise_on_error=False)
+        result = materialize(
+            ALL_ASSETS,
+            selection=args.select,
+            partition_key=key,
+            instance=instance,
+            resources=resources,
+            raise_on_error=False,
+        )
     return 0 if result.success else 1
 
 

@@ -38,29 +38,50 @@ def world(tmp_path_factory: pytest.TempPathFactory):
     landing, data, home = base / "landing", base / "data", base / "home"
     data.mkdir()
     home.mkdir()
-    triples = [{"subject": f"svc-{i}", "predicate": "DEPENDS_ON", "object": f"lib-{i % 700}"}
-               for i in range(FACTS_TOTAL)]
-    lines = [save("acme", "big", "s1", str(n), f"{DAY}T10:{n:02d}:00Z",
-                  triples[n * 250:(n + 1) * 250]) for n in range(FACTS_TOTAL // 250)]
+    triples = [
+        {"subject": f"svc-{i}", "predicate": "DEPENDS_ON", "object": f"lib-{i % 700}"}
+        for i in range(FACTS_TOTAL)
+    ]
+    lines = [
+        save("acme", "big", "s1", str(n), f"{DAY}T10:{n:02d}:00Z", triples[n * 250 : (n + 1) * 250])
+        for n in range(FACTS_TOTAL // 250)
+    ]
     write_jsonl(landing, "acme", "big", "inventory.jsonl", lines)
     w = {"landing": landing, "data": data, "home": home}
-    assert child(w, "raw_turns", "turn_rejects", "extracted_triples", "extraction_rejects",
-                 day=DAY).wait(300) == 0
+    assert (
+        child(
+            w, "raw_turns", "turn_rejects", "extracted_triples", "extraction_rejects", day=DAY
+        ).wait(300)
+        == 0
+    )
     assert child(w, "validated_facts", "entities", "quarantine").wait(300) == 0
     yield w
     stop_lite_server(data)
 
 
 def child(w: dict, *select: str, day: str | None = None, embed_url: str = "") -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "tests.faults.child", "--landing", str(w["landing"]),
-           "--data", str(w["data"]), "--home", str(w["home"]), "--tenant", SCOPE.key,
-           "--select", *select]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tests.faults.child",
+        "--landing",
+        str(w["landing"]),
+        "--data",
+        str(w["data"]),
+        "--home",
+        str(w["home"]),
+        "--tenant",
+        SCOPE.key,
+        "--select",
+        *select,
+    ]
     if day:
         cmd += ["--day", day]
     if embed_url:
         cmd += ["--embed-url", embed_url]
-    return subprocess.Popen(cmd, cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        cmd, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
 
 
 def kill_on_log(proc: subprocess.Popen, marker: str, timeout: float = 240) -> None:
@@ -110,7 +131,8 @@ def test_kill_during_embedding_then_rerun_embeds_only_what_is_missing(world: dic
     # the rerun asked only for what the killed run had not persisted: nothing twice
     assert len(rerun_texts) == entities.height - kept.height
     assert not set(rerun_texts) & set(
-        entities.filter(entities["entity_id"].is_in(kept["entity_id"].to_list()))["name"])
+        entities.filter(entities["entity_id"].is_in(kept["entity_id"].to_list()))["name"]
+    )
 
 
 def test_kill_during_graph_sink_then_rerun_converges(world: dict) -> None:

@@ -25,8 +25,11 @@ DAY = "2026-11-02"
 def run_ingest(instance, landing: Path, data_dir: Path, **res):
     instance.add_dynamic_partitions(TENANTS, [ACME.key])
     return materialize(
-        ALL_ASSETS, selection=INGEST_ASSETS, partition_key=tenant_day_key(ACME, DAY),
-        instance=instance, resources=make_resources(landing, data_dir, **res),
+        ALL_ASSETS,
+        selection=INGEST_ASSETS,
+        partition_key=tenant_day_key(ACME, DAY),
+        instance=instance,
+        resources=make_resources(landing, data_dir, **res),
         raise_on_error=False,
     )
 
@@ -34,16 +37,31 @@ def run_ingest(instance, landing: Path, data_dir: Path, **res):
 def test_model_extraction_records_model_drops_low_confidence_and_never_sees_secrets(
     instance, landing: Path, data_dir: Path
 ) -> None:
-    answer = json.dumps({"triples": [
-        {"subject": "payments-api", "predicate": "uses", "object": "Postgres 16",
-         "confidence": 0.9, "turn_id": "1"},
-        {"subject": "payments-api", "predicate": "USES", "object": "MySQL", "confidence": 0.2},
-        {"subject": "x", "predicate": "has weird!!", "object": "y", "confidence": 0.9},
-    ]})
+    answer = json.dumps(
+        {
+            "triples": [
+                {
+                    "subject": "payments-api",
+                    "predicate": "uses",
+                    "object": "Postgres 16",
+                    "confidence": 0.9,
+                    "turn_id": "1",
+                },
+                {
+                    "subject": "payments-api",
+                    "predicate": "USES",
+                    "object": "MySQL",
+                    "confidence": 0.2,
+                },
+                {"subject": "x", "predicate": "has weird!!", "object": "y", "confidence": 0.9},
+            ]
+        }
+    )
     with OpenAIChatServer(model="qwen2.5") as server:
         server.enqueue(Scripted.answer("Sure! ```json\n" + answer + "\n``` hope that helps"))
-        extraction = ExtractionModelResource(provider="openai", base_url=server.url,
-                                             model="qwen2.5")
+        extraction = ExtractionModelResource(
+            provider="openai", base_url=server.url, model="qwen2.5"
+        )
         result = run_ingest(instance, landing, data_dir, extraction=extraction)
         assert result.success
         prompts = [r.text for r in server.chat_requests]
@@ -54,13 +72,20 @@ def test_model_extraction_records_model_drops_low_confidence_and_never_sees_secr
     assert by_source == [("explicit", 2), ("llm", 1)]
     llm = triples.filter(pl.col("source") == "llm").row(0, named=True)
     assert (llm["predicate"], llm["model"], llm["turn_id"], llm["client"]) == (
-        "USES", "openai-compatible:qwen2.5", "1", "claude-code")
+        "USES",
+        "openai-compatible:qwen2.5",
+        "1",
+        "claude-code",
+    )
     rejects = tables.read("extraction_rejects", ACME, DAY)
-    assert sorted(rejects["reason"]) == ["confidence_below_0.6",
-                                         "predicate_not_upper_snake_case",
-                                         "predicate_not_upper_snake_case"]
+    assert sorted(rejects["reason"]) == [
+        "confidence_below_0.6",
+        "predicate_not_upper_snake_case",
+        "predicate_not_upper_snake_case",
+    ]
     meta = instance.get_latest_materialization_event(
-        AssetKey("extracted_triples")).asset_materialization.metadata
+        AssetKey("extracted_triples")
+    ).asset_materialization.metadata
     assert meta["model"].value == "openai-compatible:qwen2.5"
     assert meta["low_confidence_dropped"].value == 1
     assert meta["awaiting_extraction"].value == 0
@@ -84,10 +109,12 @@ def test_retention_zero_drops_text_once_extracted_keeping_ids_and_hashes(
     with OpenAIChatServer() as server:
         server.enqueue(Scripted.answer('{"triples": []}'))
         res = {
-            "extraction": ExtractionModelResource(provider="openai", base_url=server.url,
-                                                  model="m"),
-            "paths": MemflowPaths(landing_dir=str(landing), data_dir=str(data_dir),
-                                  retention_days=0),
+            "extraction": ExtractionModelResource(
+                provider="openai", base_url=server.url, model="m"
+            ),
+            "paths": MemflowPaths(
+                landing_dir=str(landing), data_dir=str(data_dir), retention_days=0
+            ),
         }
         assert run_ingest(instance, landing, data_dir, **res).success
     turns = TableStore(data_dir).read("raw_turns", ACME, DAY)
@@ -98,8 +125,9 @@ def test_retention_zero_drops_text_once_extracted_keeping_ids_and_hashes(
 def test_a_model_server_that_is_down_fails_the_run_naming_the_endpoint(
     instance, landing: Path, data_dir: Path
 ) -> None:
-    extraction = ExtractionModelResource(provider="openai", base_url="http://127.0.0.1:9",
-                                         model="m", max_retries=1, timeout_s=2)
+    extraction = ExtractionModelResource(
+        provider="openai", base_url="http://127.0.0.1:9", model="m", max_retries=1, timeout_s=2
+    )
     result = run_ingest(instance, landing, data_dir, extraction=extraction)
     assert not result.success
     failure = [e for e in result.all_events if e.is_step_failure]

@@ -22,15 +22,21 @@ FACT_ASSETS = ["validated_facts", "entities", "quarantine"]
 def ingest(instance, landing: Path, data_dir: Path, scope: Scope, day: str, **res):
     instance.add_dynamic_partitions(TENANTS, [scope.key])
     return materialize(
-        ALL_ASSETS, selection=INGEST_ASSETS, partition_key=tenant_day_key(scope, day),
-        instance=instance, resources=make_resources(landing, data_dir, **res),
+        ALL_ASSETS,
+        selection=INGEST_ASSETS,
+        partition_key=tenant_day_key(scope, day),
+        instance=instance,
+        resources=make_resources(landing, data_dir, **res),
     )
 
 
 def facts(instance, landing: Path, data_dir: Path, scope: Scope, **res):
     return materialize(
-        ALL_ASSETS, selection=FACT_ASSETS, partition_key=scope.key,
-        instance=instance, resources=make_resources(landing, data_dir, **res),
+        ALL_ASSETS,
+        selection=FACT_ASSETS,
+        partition_key=scope.key,
+        instance=instance,
+        resources=make_resources(landing, data_dir, **res),
     )
 
 
@@ -49,7 +55,10 @@ def test_landing_to_validated_facts(instance, landing: Path, data_dir: Path) -> 
 
     f = tables.read("validated_facts", acme)
     assert sorted(zip(f["predicate"], f["object"], strict=True)) == [
-        ("DEPENDS_ON", "postgresql"), ("USED_BY", "ci"), ("USES", "PostgreSQL")]
+        ("DEPENDS_ON", "postgresql"),
+        ("USED_BY", "ci"),
+        ("USES", "PostgreSQL"),
+    ]
     assert set(f["session_id"]) == {"s1", "s2"} and set(f["model"]) == {"explicit"}
     ents = tables.read("entities", acme)
     pay = ents.filter(pl.col("norm_key") == "paymentsapi").row(0, named=True)

@@ -19,11 +19,19 @@ from tests.pipeline.conftest import make_resources
 from tests.support.embeddings_server import EmbeddingsServer
 
 pytestmark = pytest.mark.slow
-TENANT_RANGE = {"dagster/asset_partition_range_start": "acme/api",
-                "dagster/asset_partition_range_end": "globex/ml"}
+TENANT_RANGE = {
+    "dagster/asset_partition_range_start": "acme/api",
+    "dagster/asset_partition_range_end": "globex/ml",
+}
 MODELS = AssetSelection.assets("extraction_model", "embedding_model")
-PER_TENANT = ["validated_facts", "entities", "quarantine", "entity_embeddings", "graph_sink",
-              "vector_sink"]
+PER_TENANT = [
+    "validated_facts",
+    "entities",
+    "quarantine",
+    "entity_embeddings",
+    "graph_sink",
+    "vector_sink",
+]
 
 
 def embedder(server: EmbeddingsServer, model: str) -> EmbeddingModelResource:
@@ -39,8 +47,11 @@ def stores(data_dir: Path):
 def _input_version(instance, asset: str, partition: str, source: str) -> str:
     event = instance.get_latest_materialization_event(AssetKey(asset))
     records = instance.fetch_materializations(AssetKey(asset), limit=10).records
-    tags = next(r.asset_materialization.tags for r in records
-                if r.asset_materialization.partition == partition)
+    tags = next(
+        r.asset_materialization.tags
+        for r in records
+        if r.asset_materialization.partition == partition
+    )
     assert event is not None
     return tags[f"dagster/input_data_version/{source}"]
 
@@ -53,30 +64,53 @@ def test_one_run_for_many_tenants_then_model_change_replays_per_model(
     with EmbeddingsServer(dim=8, model="hash-a") as server:
         res = make_resources(landing, data_dir, embedding=embedder(server, "hash-a"))
         assert materialize(ALL_ASSETS, selection=MODELS, instance=instance, resources=res).success
-        for scope, day in [(Scope("acme", "api"), "2026-11-02"),
-                           (Scope("acme", "api"), "2026-11-03"),
-                           (Scope("globex", "ml"), "2026-11-02")]:
-            assert materialize(ALL_ASSETS, selection=INGEST_ASSETS, instance=instance,
-                               partition_key=tenant_day_key(scope, day), resources=res).success
-        result = materialize(ALL_ASSETS, selection=PER_TENANT, instance=instance,
-                             resources=res, tags=TENANT_RANGE)
+        for scope, day in [
+            (Scope("acme", "api"), "2026-11-02"),
+            (Scope("acme", "api"), "2026-11-03"),
+            (Scope("globex", "ml"), "2026-11-02"),
+        ]:
+            assert materialize(
+                ALL_ASSETS,
+                selection=INGEST_ASSETS,
+                instance=instance,
+                partition_key=tenant_day_key(scope, day),
+                resources=res,
+            ).success
+        result = materialize(
+            ALL_ASSETS, selection=PER_TENANT, instance=instance, resources=res, tags=TENANT_RANGE
+        )
         assert result.success
-        runs = {r.run_id for r in instance.fetch_materializations(
-            AssetKey("entity_embeddings"), limit=10).records}
+        runs = {
+            r.run_id
+            for r in instance.fetch_materializations(
+                AssetKey("entity_embeddings"), limit=10
+            ).records
+        }
         assert len(runs) == 1  # one run materialized both tenants
         assert instance.get_materialized_partitions(AssetKey("entity_embeddings")) == {
-            "acme/api", "globex/ml"}
+            "acme/api",
+            "globex/ml",
+        }
         checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
         assert checks["graph_equals_table"] and checks["vectors_equal_table"]
         assert checks["embedding_coverage"]
-        assert _input_version(instance, "entity_embeddings", "acme/api",
-                              "embedding_model") == "hash-a"
+        assert (
+            _input_version(instance, "entity_embeddings", "acme/api", "embedding_model") == "hash-a"
+        )
 
         # A rerun with nothing new writes nothing to either store.
-        again = materialize(ALL_ASSETS, selection=["graph_sink", "vector_sink"],
-                            instance=instance, resources=res, tags=TENANT_RANGE)
-        meta = {m.asset_key.path[-1]: m.metadata for m in again.asset_materializations_for_node(
-            "graph_sink") + again.asset_materializations_for_node("vector_sink")}
+        again = materialize(
+            ALL_ASSETS,
+            selection=["graph_sink", "vector_sink"],
+            instance=instance,
+            resources=res,
+            tags=TENANT_RANGE,
+        )
+        meta = {
+            m.asset_key.path[-1]: m.metadata
+            for m in again.asset_materializations_for_node("graph_sink")
+            + again.asset_materializations_for_node("vector_sink")
+        }
         assert meta["graph_sink"]["rows_written"].value == 0
         assert meta["vector_sink"]["rows_written"].value == 0
         asked_a = len(server.texts)
@@ -87,10 +121,18 @@ def test_one_run_for_many_tenants_then_model_change_replays_per_model(
         record = instance.fetch_observations(AssetKey("embedding_model"), limit=1).records[0]
         current = record.asset_observation.tags["dagster/data_version"]
         # the data version Dagster sees changed: entity_embeddings is now stale
-        assert current == "hash-b" != _input_version(instance, "entity_embeddings", "acme/api",
-                                                     "embedding_model")
-        assert materialize(ALL_ASSETS, selection=["entity_embeddings", "vector_sink"],
-                           instance=instance, resources=res, tags=TENANT_RANGE).success
+        assert (
+            current
+            == "hash-b"
+            != _input_version(instance, "entity_embeddings", "acme/api", "embedding_model")
+        )
+        assert materialize(
+            ALL_ASSETS,
+            selection=["entity_embeddings", "vector_sink"],
+            instance=instance,
+            resources=res,
+            tags=TENANT_RANGE,
+        ).success
         assert len(server.texts) == asked_a  # every entity again, once, for the new model
 
     store = open_vector_store(None, str(data_dir))

@@ -16,22 +16,39 @@ def test_scan_finds_new_tenants_and_days_then_nothing(landing: Path) -> None:
     tenants, runs, cursor = scan_landing(landing, {}, set())
     assert sorted(tenants) == ["acme/api", "globex/ml"]
     assert sorted((t, d) for t, d, _ in runs) == [
-        ("acme/api", "2026-11-02"), ("acme/api", "2026-11-03"), ("globex/ml", "2026-11-02")]
+        ("acme/api", "2026-11-02"),
+        ("acme/api", "2026-11-03"),
+        ("globex/ml", "2026-11-02"),
+    ]
     again = scan_landing(landing, cursor, set(tenants))
     assert again[0] == [] and again[1] == []
 
 
 def test_a_changed_file_requests_only_its_days_with_a_new_run_key(landing: Path) -> None:
     tenants, runs, cursor = scan_landing(landing, {}, set())
-    path = write_jsonl(landing, "globex", "ml", "session-9.jsonl", [
-        save("globex", "ml", "s9", "1", "2026-11-02T12:00:00-05:00", []),
-        save("globex", "ml", "s9", "2", "2026-11-05T08:00:00Z",
-             [{"subject": "a", "predicate": "USES", "object": "b"}]),
-    ])
+    path = write_jsonl(
+        landing,
+        "globex",
+        "ml",
+        "session-9.jsonl",
+        [
+            save("globex", "ml", "s9", "1", "2026-11-02T12:00:00-05:00", []),
+            save(
+                "globex",
+                "ml",
+                "s9",
+                "2",
+                "2026-11-05T08:00:00Z",
+                [{"subject": "a", "predicate": "USES", "object": "b"}],
+            ),
+        ],
+    )
     os.utime(path, ns=(1, 1))
     _, runs2, _ = scan_landing(landing, cursor, set(tenants))
     assert sorted((t, d) for t, d, _ in runs2) == [
-        ("globex/ml", "2026-11-02"), ("globex/ml", "2026-11-05")]
+        ("globex/ml", "2026-11-02"),
+        ("globex/ml", "2026-11-05"),
+    ]
     old_keys = {k for _, _, k in runs}
     assert not old_keys & {k for _, _, k in runs2}
 
@@ -45,13 +62,16 @@ def test_sensor_adds_partitions_and_requests_runs(instance, landing: Path, data_
     (add,) = result.dynamic_partitions_requests
     assert sorted(add.partition_keys) == ["acme/api", "globex/ml"]
     assert {r.partition_key.keys_by_dimension["tenant"] for r in result.run_requests} == {
-        "acme/api", "globex/ml"}
+        "acme/api",
+        "globex/ml",
+    }
     instance.add_dynamic_partitions(TENANTS, list(add.partition_keys))
-    ctx2 = build_sensor_context(instance=instance, resources={"paths": paths},
-                                cursor=result.cursor)
+    ctx2 = build_sensor_context(instance=instance, resources={"paths": paths}, cursor=result.cursor)
     assert isinstance(landing_sensor(ctx2), SkipReason)
-    assert set(json.loads(result.cursor)) == {"acme/api/session-1.jsonl",
-                                              "globex/ml/session-9.jsonl"}
+    assert set(json.loads(result.cursor)) == {
+        "acme/api/session-1.jsonl",
+        "globex/ml/session-9.jsonl",
+    }
 
 
 def test_sensor_skips_a_missing_landing_zone(instance, tmp_path: Path) -> None:
