@@ -136,3 +136,21 @@ def test_a_foreign_scope_triple_is_an_error() -> None:
     df = triples(t("a", "USES", "b")).with_columns(pl.lit("globex").alias("tenant_id"))
     with pytest.raises(ValueError, match="another scope"):
         build_facts(SCOPE, df)
+
+
+def test_retention_of_n_days_drops_old_text_and_keeps_ids_and_hashes() -> None:
+    from assets.turns import apply_retention
+
+    now = datetime(2026, 11, 30, tzinfo=UTC)
+    turns = pl.DataFrame(
+        {
+            "turn_key": ["t_old", "t_new"],
+            "ts": [now - timedelta(days=10), now - timedelta(days=1)],
+            "content": ["old text", "new text"],
+            "content_sha256": ["h1", "h2"],
+        }
+    )
+    kept = apply_retention(turns, 7, now)
+    assert kept["content"].to_list() == [None, "new text"]
+    assert kept["content_sha256"].to_list() == ["h1", "h2"]
+    assert apply_retention(turns, -1, now).equals(turns)
