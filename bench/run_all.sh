@@ -12,4 +12,5 @@ run $PY bench/bench_embedding_sweep.py
 run $PY bench/bench_graph_sync.py --gremlin-url "${MEMFLOW_GREMLIN_URL:-ws://127.0.0.1:18182/gremlin}"
 run $PY bench/bench_latency.py
 run $PY bench/bench_quality.py
+run $PY bench/bench_freshness.py
 exit $status

@@ -144,16 +144,38 @@ def cmd_serve(args: argparse.Namespace) -> int:
         data_dir=cfg["MEMFLOW_DATA_DIR"],
         landing_dir=cfg["MEMFLOW_LANDING_DIR"],
         keys_file_path=args.keys,
+        public_metrics=args.public_metrics,
     )
     return 0
 
 
-def cmd_keys_add(args: argparse.Namespace) -> int:
+def _keys_path(args: argparse.Namespace) -> str:
     cfg = _settings(args)
     from memflow.serve import keys_file
+
+    return args.keys or str(keys_file(cfg))
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    from recall.auth import list_keys
+
+    _print_json(list_keys(_keys_path(args)))
+    return 0
+
+
+def cmd_keys_remove(args: argparse.Namespace) -> int:
+    from recall.auth import remove_key
+
+    if not remove_key(_keys_path(args), args.key_id):
+        print(f"memflow: no key {args.key_id}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_keys_add(args: argparse.Namespace) -> int:
     from recall.auth import add_key
 
-    path = args.keys or str(keys_file(cfg))
+    path = _keys_path(args)
     key = add_key(path, args.org, args.repos, metrics=args.metrics)
     print(key)
     print(f"stored its SHA-256 in {path}; the key is shown only once", file=sys.stderr)
@@ -242,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--keys", help="API keys file (default <data>/api-keys.json)")
+    p.add_argument("--public-metrics", action="store_true", help="serve /metrics without a key")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("keys", help="manage API keys")
@@ -253,6 +276,15 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--metrics", action="store_true", help="may read /metrics")
     k.add_argument("--keys", help="API keys file")
     k.set_defaults(func=cmd_keys_add)
+    k = keys.add_parser("list", help="key ids with their scopes (never the keys)")
+    _common(k)
+    k.add_argument("--keys", help="API keys file")
+    k.set_defaults(func=cmd_keys_list)
+    k = keys.add_parser("remove", help="revoke a key by id")
+    _common(k)
+    k.add_argument("key_id")
+    k.add_argument("--keys", help="API keys file")
+    k.set_defaults(func=cmd_keys_remove)
 
     p = sub.add_parser("stop", help="stop the Milvus Lite server memflow supervises")
     _common(p)

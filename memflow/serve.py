@@ -73,15 +73,16 @@ def open_vectors(cfg: Mapping[str, str]) -> VectorStore:
     )
 
 
-def embedder(cfg: Mapping[str, str]) -> EmbeddingProvider | None:
+def embedder(cfg: Mapping[str, str], model: str | None = None) -> EmbeddingProvider | None:
     """The configured embedding provider (None for `none`), built exactly as the pipeline
-    builds it, so query vectors and entity vectors come from the same model."""
+    builds it, so query vectors and entity vectors come from the same model. `model` builds
+    the same kind of provider for another model name (the previous one, during a re-embed)."""
     from resources.configurable import EmbeddingModelResource
 
     return EmbeddingModelResource(
         provider=cfg["MEMFLOW_EMBEDDER"],
         base_url=cfg["MEMFLOW_EMBEDDING_URL"],
-        model=cfg["MEMFLOW_EMBEDDING_MODEL"],
+        model=model or cfg["MEMFLOW_EMBEDDING_MODEL"],
         api_key=cfg["MEMFLOW_EMBEDDING_API_KEY"],
         command=cfg["MEMFLOW_EMBEDDING_COMMAND"],
         allow_hosts=cfg["MEMFLOW_ALLOW_MODEL_HOSTS"],
@@ -114,13 +115,27 @@ def build_service(cfg: Mapping[str, str] | None = None, *, warm_up: bool = True)
     try:
         provider = embedder(cfg)
         vectors: VectorStore | None = None
+        providers: dict[str, EmbeddingProvider] = {}
         if provider is not None:
+            providers[provider.model] = provider
             closers.append(provider.close)
+            previous = (cfg.get("MEMFLOW_PREVIOUS_EMBEDDING_MODEL") or "").strip()
+            if previous and previous != provider.model:
+                # Serves the scopes the new model does not cover yet (see recall/vector_leg.py).
+                old = embedder(cfg, previous)
+                if old is not None:
+                    providers[old.model] = old
+                    closers.append(old.close)
             vectors = open_vectors(cfg)
             closers.append(vectors.close)
             if warm_up:
                 _warm_up(provider)
-        service = RecallService(graph, vectors, provider)
+        service = RecallService(
+            graph,
+            vectors,
+            providers or None,
+            current_model=provider.model if provider is not None else None,
+        )
     except BaseException:
         for close in reversed(closers):
             with contextlib.suppress(Exception):

@@ -108,3 +108,27 @@ def test_server_app_opens_the_stores_at_startup(data_dir: Path):
         assert turns.status_code == 202
     landed = list((data_dir.parent / "landing" / "acme" / "payments").glob("api-*.jsonl"))
     assert len(landed) == 1
+
+
+def test_a_previous_embedding_model_keeps_serving_during_a_re_embed(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from resources.vector.lite_server import stop_lite_server
+    from tests.support.embeddings_server import EmbeddingsServer
+
+    with EmbeddingsServer(dim=8, model="hash-b") as server:
+        for name, value in {
+            "MEMFLOW_EMBEDDER": "openai",
+            "MEMFLOW_EMBEDDING_URL": server.url,
+            "MEMFLOW_EMBEDDING_MODEL": "hash-b",
+            "MEMFLOW_PREVIOUS_EMBEDDING_MODEL": "hash-a",
+        }.items():
+            monkeypatch.setenv(name, value)
+        built = build_service(current_settings(), warm_up=False)
+        try:
+            leg = built.service.vector_leg
+            assert leg.current_model == "hash-b"
+            assert set(leg.providers) == {"hash-a", "hash-b"}
+        finally:
+            built.close()
+            stop_lite_server(data_dir)
