@@ -23,6 +23,7 @@ run: $(STAMP)
 
 ## Set up and run the whole test suite, with the Gremlin Server it needs.
 test: $(STAMP)
+	$(BIN)/ruff check .
 	bash scripts/gremlin-server.sh start
 	status=0; $(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS) || status=$$?; \
 	bash scripts/gremlin-server.sh stop; exit $$status
