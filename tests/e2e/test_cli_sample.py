@@ -36,41 +36,41 @@ def memflow(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]
 def sample_run(tmp_path_factory: pytest.TempPathFactory):
     data = tmp_path_factory.mktemp("e2e") / "data"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFLOW_", "DAGSTER_"))}
-    with EmbeddingsServer(dim=32) as server:
-        env.update(
-            MEMFLOW_EMBEDDER="openai",
-            MEMFLOW_EMBEDDING_URL=server.url,
-            MEMFLOW_EMBEDDING_MODEL="hash-model",
-            CI="true",
-        )
-        run = memflow(
-            "run",
-            "--data",
-            str(data),
-            "--recall",
-            "which database does the payments service use?",
-            env=env,
-        )
-        outputs = {"run": run}
-        assert run.returncode == 0, run.stderr[-3000:]
-        for tenant in ("acme/payments-api", str(OVER_CAP_TENANT)):
-            outputs[f"facts {tenant}"] = memflow(
-                "facts", "--data", str(data), "--tenant", tenant, "--json", env=env
-            )
-            outputs[f"rejects {tenant}"] = memflow(
-                "rejects", "--data", str(data), "--tenant", tenant, "--json", env=env
-            )
-        outputs["status"] = memflow("status", "--data", str(data), "--json", env=env)
-        outputs["recall"] = memflow(
-            "recall",
-            "--data",
-            str(data),
-            "--tenant",
-            "acme/payments-api",
-            "what cache do we use?",
-            env=env,
-        )
     try:
+        with EmbeddingsServer(dim=32) as server:
+            env.update(
+                MEMFLOW_EMBEDDER="openai",
+                MEMFLOW_EMBEDDING_URL=server.url,
+                MEMFLOW_EMBEDDING_MODEL="hash-model",
+                CI="true",
+            )
+            run = memflow(
+                "run",
+                "--data",
+                str(data),
+                "--recall",
+                "which database does the payments service use?",
+                env=env,
+            )
+            outputs = {"run": run}
+            assert run.returncode == 0, run.stderr[-3000:]
+            for tenant in ("acme/payments-api", str(OVER_CAP_TENANT)):
+                outputs[f"facts {tenant}"] = memflow(
+                    "facts", "--data", str(data), "--tenant", tenant, "--json", env=env
+                )
+                outputs[f"rejects {tenant}"] = memflow(
+                    "rejects", "--data", str(data), "--tenant", tenant, "--json", env=env
+                )
+            outputs["status"] = memflow("status", "--data", str(data), "--json", env=env)
+            outputs["recall"] = memflow(
+                "recall",
+                "--data",
+                str(data),
+                "--tenant",
+                "acme/payments-api",
+                "what cache do we use?",
+                env=env,
+            )
         yield data, outputs
     finally:
         stop_lite_server(data)
