@@ -132,3 +132,35 @@ def test_a_model_server_that_is_down_fails_the_run_naming_the_endpoint(
     assert not result.success
     failure = [e for e in result.all_events if e.is_step_failure]
     assert "127.0.0.1:9" in str(failure[0].step_failure_data.error)
+
+
+def test_a_graph_store_that_is_down_fails_the_sink_naming_it_after_retries(
+    instance, landing: Path, data_dir: Path
+) -> None:
+    from resources.configurable import GraphStoreResource
+
+    assert run_ingest(instance, landing, data_dir).success
+    url = "ws://127.0.0.1:9/gremlin"
+    res = make_resources(
+        landing, data_dir, graph=GraphStoreResource(backend="gremlin", gremlin_url=url)
+    )
+    assert materialize(
+        ALL_ASSETS,
+        selection=["validated_facts", "entities", "quarantine"],
+        partition_key=ACME.key,
+        instance=instance,
+        resources=res,
+    ).success
+    result = materialize(
+        ALL_ASSETS,
+        selection=["graph_sink"],
+        partition_key=ACME.key,
+        instance=instance,
+        resources=res,
+        raise_on_error=False,
+    )
+    assert not result.success
+    events = result.all_events
+    assert sum(e.event_type_value == "STEP_UP_FOR_RETRY" for e in events) == 3
+    failure = next(e for e in events if e.is_step_failure)
+    assert url in str(failure.step_failure_data.error)
