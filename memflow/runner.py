@@ -92,23 +92,31 @@ def run_all(
             instance=instance,
             resources=resources,
         )
-    keys = [s.key for s in scopes]
-    ordered = [k for k in instance.get_dynamic_partitions(TENANTS) if k in keys]
+    keys = {s.key for s in scopes}
+    all_known = instance.get_dynamic_partitions(TENANTS)
+    ordered = [k for k in all_known if k in keys]
     say(
         f"{len(ordered)} tenants: validated_facts, entities, quarantine, entity_embeddings, "
         "graph_sink, vector_sink"
     )
-    materialize(
-        ALL_ASSETS,
-        selection=TENANT_ASSETS,
-        instance=instance,
-        resources=resources,
-        tags={
-            "dagster/asset_partition_range_start": ordered[0],
-            "dagster/asset_partition_range_end": ordered[-1],
-        },
-    )
-    return RunOutcome(scopes, len(work), 1, time.perf_counter() - started, problems)
+    start, end = all_known.index(ordered[0]), all_known.index(ordered[-1])
+    if all_known[start : end + 1] == ordered:
+        # One run for every tenant (the per-tenant assets backfill a range in a single run).
+        ranges = [(ordered[0], ordered[-1])]
+    else:
+        ranges = [(k, k) for k in ordered]  # a subset: never touch tenants not asked for
+    for first, last in ranges:
+        materialize(
+            ALL_ASSETS,
+            selection=TENANT_ASSETS,
+            instance=instance,
+            resources=resources,
+            tags={
+                "dagster/asset_partition_range_start": first,
+                "dagster/asset_partition_range_end": last,
+            },
+        )
+    return RunOutcome(scopes, len(work), len(ranges), time.perf_counter() - started, problems)
 
 
 def terminal_progress() -> Callable[[str], None] | None:
