@@ -61,7 +61,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     rows = [tenant_summary(tables, s) for s in outcome.tenants]
     _attach_store_counts(rows, outcome.tenants)
     print(
-        f"memflow run: {len(outcome.tenants)} tenants, {outcome.ingest_runs} ingest runs, "
+        f"memflow run: {len(outcome.tenants)} tenant(s), {outcome.ingest_runs} ingest run(s), "
         f"{outcome.seconds:.1f} s"
     )
     print(format_summary(rows))

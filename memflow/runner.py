@@ -45,6 +45,10 @@ def instance_for(data_dir: str) -> DagsterInstance:
     return DagsterInstance.get()
 
 
+# Dagster's console logger prints every event at DEBUG; the CLI prints its own progress.
+QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+
+
 def quiet_dagster() -> None:
     for name in ("dagster", "dagster.builtin", "dagster.code_server"):
         logging.getLogger(name).setLevel(logging.ERROR)
@@ -77,6 +81,7 @@ def run_all(
         selection=AssetSelection.assets(*[a.key for a in model_sources]),
         instance=instance,
         resources=resources,
+        run_config=QUIET,
     )
 
     work = []
@@ -91,6 +96,7 @@ def run_all(
             partition_key=tenant_day_key(scope, day),
             instance=instance,
             resources=resources,
+            run_config=QUIET,
         )
     keys = {s.key for s in scopes}
     all_known = instance.get_dynamic_partitions(TENANTS)
@@ -111,6 +117,7 @@ def run_all(
             selection=TENANT_ASSETS,
             instance=instance,
             resources=resources,
+            run_config=QUIET,
             tags={
                 "dagster/asset_partition_range_start": first,
                 "dagster/asset_partition_range_end": last,
