@@ -175,7 +175,7 @@ class GremlinGraphStore(GraphStore):
                     f"cannot reach gremlin server {self.url} (after {attempts} attempts): {exc}"
                 ) from exc
             raise
-        raise AssertionError("unreachable")  # pragma: no cover - Retrying returns or raises
+        raise AssertionError("unreachable: Retrying returns or raises")
 
     # -- writes ------------------------------------------------------------------------------
 
