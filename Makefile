@@ -49,7 +49,7 @@ serve: $(STAMP)
 	$(BIN)/memflow serve
 
 sample: $(STAMP)
-	$(BIN)/python -m memflow.sample_landing --out landing-sample
+	$(BIN)/python -m tests.support.sample_landing --out landing-sample
 
 gremlin-start:
 	bash scripts/gremlin-server.sh start

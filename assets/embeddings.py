@@ -22,11 +22,11 @@ from dagster import (
     observable_source_asset,
 )
 
-from assets.common import IO_RETRY, per_tenant_table, tenant_scopes
-from pipelines.automation import after_upstream
-from pipelines.partitions import tenant_partitions
-from resources.configurable import EmbeddingModelResource, MemflowPaths
-from schemas.tables import EMBEDDINGS, conform, empty
+from assets.automation import after_upstream
+from assets.metadata import IO_RETRY, per_tenant_table, run_scopes
+from assets.partitions import scope_partitions
+from resources.configurable import EmbeddingModelResource, Storage
+from schemas.tables import EMBEDDINGS, Asset, conform, empty
 
 
 @observable_source_asset(
@@ -41,20 +41,20 @@ def embedding_model(embedding: EmbeddingModelResource) -> DataVersion:
 
 @multi_asset(
     outs={
-        "entity_embeddings": AssetOut(
+        Asset.ENTITY_EMBEDDINGS: AssetOut(
             io_manager_key="tables",
             description="Which entities hold a vector of the current model (ids, dim, hash).",
             automation_condition=after_upstream(),
         )
     },
-    deps=[AssetKey("embedding_model")],
-    partitions_def=tenant_partitions,
+    deps=[AssetKey(Asset.EMBEDDING_MODEL)],
+    partitions_def=scope_partitions,
     backfill_policy=BackfillPolicy.single_run(),
     retry_policy=IO_RETRY,
     check_specs=[
         AssetCheckSpec(
             "embedding_coverage",
-            asset="entity_embeddings",
+            asset=Asset.ENTITY_EMBEDDINGS,
             description="Every entity has a vector of the current model.",
         )
     ],
@@ -64,13 +64,13 @@ def embedding_model(embedding: EmbeddingModelResource) -> DataVersion:
 def entity_embeddings(
     context: AssetExecutionContext,
     entities: dict[str, pl.DataFrame],
-    paths: MemflowPaths,
+    storage: Storage,
     embedding: EmbeddingModelResource,
 ):
     # Imported per run: the vector stack (pymilvus) is slow to import and the code location
     # should load fast.
-    from memflow.embedding import embed_missing, vector_table
-    from resources.vector.ledger import EmbeddingLedger
+    from memflow.embedding import embed_missing
+    from resources.vector.ledger import EmbeddingLedger, vector_table
 
     started = time.perf_counter()
     provider = embedding.build()
@@ -80,8 +80,8 @@ def entity_embeddings(
     totals = {"embedded": 0, "skipped": 0, "batches": 0}
     dim = None
     try:
-        ledger = EmbeddingLedger(paths.data_dir)
-        for scope in tenant_scopes(context):
+        ledger = EmbeddingLedger(storage.data_dir)
+        for scope in run_scopes(context):
             ents = entities.get(scope.key, pl.DataFrame())
             if provider is None:
                 out[scope.key] = empty(EMBEDDINGS)
@@ -117,7 +117,7 @@ def entity_embeddings(
     seconds = time.perf_counter() - started
     yield Output(
         out,
-        output_name="entity_embeddings",
+        output_name=Asset.ENTITY_EMBEDDINGS,
         metadata={
             "model": embedding.identity(),
             "dimension": dim or 0,
@@ -129,7 +129,7 @@ def entity_embeddings(
     )
     yield AssetCheckResult(
         check_name="embedding_coverage",
-        asset_key="entity_embeddings",
+        asset_key=Asset.ENTITY_EMBEDDINGS,
         passed=not uncovered,
         severity=AssetCheckSeverity.WARN,
         metadata={

@@ -15,14 +15,14 @@ from dagster import (
     multi_asset,
 )
 
-from assets.common import by_reason, count_reasons, per_tenant_table, preview, tenant_scopes
+from assets.automation import after_upstream
+from assets.metadata import by_reason, count_reasons, per_tenant_table, preview, run_scopes
+from assets.partitions import scope_partitions
 from memflow.facts import build_facts
-from pipelines.automation import after_upstream
-from pipelines.partitions import tenant_partitions
-from resources.configurable import MemflowPaths
+from resources.configurable import Storage
 from schemas import rules
 from schemas.contracts import EntityContract, FactContract
-from schemas.tables import QUARANTINE, TRIPLES, conform
+from schemas.tables import QUARANTINE, TRIPLES, Asset, conform
 
 
 def _contract(name: str, asset: str, contract: type, frames: dict[str, pl.DataFrame]):
@@ -43,30 +43,30 @@ def _contract(name: str, asset: str, contract: type, frames: dict[str, pl.DataFr
 
 @multi_asset(
     outs={
-        "validated_facts": AssetOut(
+        Asset.VALIDATED_FACTS: AssetOut(
             io_manager_key="tables",
             description="Facts that meet every contract; stored facts are never evicted.",
             automation_condition=after_upstream(),
         ),
-        "entities": AssetOut(
+        Asset.ENTITIES: AssetOut(
             io_manager_key="tables",
             description="One entity per name key; other spellings kept as aliases.",
             automation_condition=after_upstream(),
         ),
-        "quarantine": AssetOut(
+        Asset.QUARANTINE: AssetOut(
             io_manager_key="tables",
             description="Every rejected line, item and triple of the tenant, with a reason.",
             automation_condition=after_upstream(),
         ),
     },
-    partitions_def=tenant_partitions,
+    partitions_def=scope_partitions,
     backfill_policy=BackfillPolicy.single_run(),
     check_specs=[
-        AssetCheckSpec("fact_contract", asset="validated_facts", blocking=True),
-        AssetCheckSpec("entity_contract", asset="entities", blocking=True),
+        AssetCheckSpec("fact_contract", asset=Asset.VALIDATED_FACTS, blocking=True),
+        AssetCheckSpec("entity_contract", asset=Asset.ENTITIES, blocking=True),
         AssetCheckSpec(
             "cap_usage",
-            asset="validated_facts",
+            asset=Asset.VALIDATED_FACTS,
             description="Share of the per-repo caps in use; warns past 90% or "
             "when triples were rejected by a cap.",
         ),
@@ -79,25 +79,25 @@ def validated_facts(
     extracted_triples: dict[str, pl.DataFrame],
     extraction_rejects: dict[str, pl.DataFrame],
     turn_rejects: dict[str, pl.DataFrame],
-    paths: MemflowPaths,
+    storage: Storage,
 ):
     started = time.perf_counter()
-    tables = paths.tables()
+    tables = storage.tables()
     facts_out: dict[str, pl.DataFrame] = {}
     entities_out: dict[str, pl.DataFrame] = {}
     quarantine_out: dict[str, pl.DataFrame] = {}
     summary: dict[str, dict] = {}
     all_reasons: dict[str, int] = {}
     capped_tenants: list[str] = []
-    for scope in tenant_scopes(context):
+    for scope in run_scopes(context):
         key = scope.key
         triples = extracted_triples.get(key)
         triples = triples if triples is not None else pl.DataFrame()
         built = build_facts(
             scope,
             conform(triples, TRIPLES),
-            tables.read("validated_facts", scope),
-            tables.read("entities", scope),
+            tables.read(Asset.VALIDATED_FACTS, scope),
+            tables.read(Asset.ENTITIES, scope),
         )
         quarantine = pl.concat(
             [
@@ -129,7 +129,7 @@ def validated_facts(
     total = {k: sum(v[k] for v in summary.values()) for k in next(iter(summary.values()), {})}
     yield Output(
         facts_out,
-        output_name="validated_facts",
+        output_name=Asset.VALIDATED_FACTS,
         metadata={
             "tenants": len(summary),
             "rows_in": total.get("triples_in", 0),
@@ -147,7 +147,7 @@ def validated_facts(
     )
     yield Output(
         entities_out,
-        output_name="entities",
+        output_name=Asset.ENTITIES,
         metadata={
             "rows_out": total.get("entities", 0),
             "preview": preview(
@@ -157,7 +157,7 @@ def validated_facts(
     )
     yield Output(
         quarantine_out,
-        output_name="quarantine",
+        output_name=Asset.QUARANTINE,
         metadata={
             "rows_out": total.get("rejects", 0),
             "rejects_by_reason": by_reason(all_reasons),
@@ -167,8 +167,8 @@ def validated_facts(
             ),
         },
     )
-    yield _contract("fact_contract", "validated_facts", FactContract, facts_out)
-    yield _contract("entity_contract", "entities", EntityContract, entities_out)
+    yield _contract("fact_contract", Asset.VALIDATED_FACTS, FactContract, facts_out)
+    yield _contract("entity_contract", Asset.ENTITIES, EntityContract, entities_out)
     usage = {
         k: {
             "facts": f"{v['facts']}/{rules.MAX_FACTS_PER_REPO}",
@@ -184,7 +184,7 @@ def validated_facts(
     ]
     yield AssetCheckResult(
         check_name="cap_usage",
-        asset_key="validated_facts",
+        asset_key=Asset.VALIDATED_FACTS,
         passed=not near and not capped_tenants,
         severity=AssetCheckSeverity.WARN,
         metadata={

@@ -15,46 +15,47 @@ from dagster import (
     multi_asset,
 )
 
-from assets.common import IO_RETRY, per_tenant_table, tenant_scopes
-from pipelines.automation import after_upstream
-from pipelines.partitions import tenant_partitions
+from assets.automation import after_upstream
+from assets.metadata import IO_RETRY, per_tenant_table, run_scopes
+from assets.partitions import scope_partitions
 from resources.configurable import (
     EmbeddingModelResource,
     GraphStoreResource,
-    MemflowPaths,
+    Storage,
     VectorStoreResource,
 )
+from schemas.tables import Asset
 
 
 @multi_asset(
     specs=[
         AssetSpec(
-            "graph_sink",
-            deps=["validated_facts", "entities"],
+            Asset.GRAPH_SINK,
+            deps=[Asset.VALIDATED_FACTS, Asset.ENTITIES],
             description="The graph store (SQLite or a Gremlin server) holding the tenant's "
             "entities and facts, equal to the tables.",
             automation_condition=after_upstream(),
-            partitions_def=tenant_partitions,
+            partitions_def=scope_partitions,
             group_name="sinks",
         )
     ],
-    check_specs=[AssetCheckSpec("graph_equals_table", asset="graph_sink")],
-    partitions_def=tenant_partitions,
+    check_specs=[AssetCheckSpec("graph_equals_table", asset=Asset.GRAPH_SINK)],
+    partitions_def=scope_partitions,
     backfill_policy=BackfillPolicy.single_run(),
     retry_policy=IO_RETRY,
     compute_kind="graph",
 )
-def graph_sink(context: AssetExecutionContext, paths: MemflowPaths, graph: GraphStoreResource):
+def graph_sink(context: AssetExecutionContext, storage: Storage, graph: GraphStoreResource):
     from resources.graph.sync import graph_equals_table, sync_graph
 
     started = time.perf_counter()
-    tables = paths.tables()
+    tables = storage.tables()
     summary: dict[str, dict] = {}
     mismatched: dict[str, dict] = {}
     with graph.open() as store:
-        for scope in tenant_scopes(context):
-            entities = tables.read("entities", scope)
-            facts = tables.read("validated_facts", scope)
+        for scope in run_scopes(context):
+            entities = tables.read(Asset.ENTITIES, scope)
+            facts = tables.read(Asset.VALIDATED_FACTS, scope)
             entities = entities if entities is not None else pl.DataFrame()
             facts = facts if facts is not None else pl.DataFrame()
             report = sync_graph(store, scope, entities, facts)
@@ -71,7 +72,7 @@ def graph_sink(context: AssetExecutionContext, paths: MemflowPaths, graph: Graph
             context.log.info(f"graph_sink {scope.key}: {summary[scope.key]}")
     written = sum(v["entities_written"] + v["facts_written"] for v in summary.values())
     yield MaterializeResult(
-        asset_key="graph_sink",
+        asset_key=Asset.GRAPH_SINK,
         metadata={
             "backend": graph.backend,
             "rows_written": written,
@@ -83,7 +84,7 @@ def graph_sink(context: AssetExecutionContext, paths: MemflowPaths, graph: Graph
     )
     yield AssetCheckResult(
         check_name="graph_equals_table",
-        asset_key="graph_sink",
+        asset_key=Asset.GRAPH_SINK,
         passed=not mismatched,
         severity=AssetCheckSeverity.ERROR,
         metadata={"mismatches": MetadataValue.json(mismatched)},
@@ -93,30 +94,29 @@ def graph_sink(context: AssetExecutionContext, paths: MemflowPaths, graph: Graph
 @multi_asset(
     specs=[
         AssetSpec(
-            "vector_sink",
-            deps=["entity_embeddings"],
+            Asset.VECTOR_SINK,
+            deps=[Asset.ENTITY_EMBEDDINGS],
             description="The vector store (Milvus) holding the current model's entity-name "
             "vectors, equal to the embeddings table. Other models' vectors stay.",
             automation_condition=after_upstream(),
-            partitions_def=tenant_partitions,
+            partitions_def=scope_partitions,
             group_name="sinks",
         )
     ],
-    check_specs=[AssetCheckSpec("vectors_equal_table", asset="vector_sink")],
-    partitions_def=tenant_partitions,
+    check_specs=[AssetCheckSpec("vectors_equal_table", asset=Asset.VECTOR_SINK)],
+    partitions_def=scope_partitions,
     backfill_policy=BackfillPolicy.single_run(),
     retry_policy=IO_RETRY,
     compute_kind="milvus",
 )
 def vector_sink(
     context: AssetExecutionContext,
-    paths: MemflowPaths,
+    storage: Storage,
     vectors: VectorStoreResource,
     embedding: EmbeddingModelResource,
 ):
     # Imported per run: pymilvus is slow to import and the code location should load fast.
-    from memflow.embedding import vector_table
-    from resources.vector.ledger import EmbeddingLedger
+    from resources.vector.ledger import EmbeddingLedger, vector_table
     from resources.vector.sync import sync_vectors, vectors_equal_table
 
     started = time.perf_counter()
@@ -125,21 +125,21 @@ def vector_sink(
     model = embedding.model_name() if embedding.identity() != "none" else None
     if model is None:
         yield MaterializeResult(
-            asset_key="vector_sink",
+            asset_key=Asset.VECTOR_SINK,
             metadata={"model": "none", "note": "no embedding model configured"},
         )
         yield AssetCheckResult(
             check_name="vectors_equal_table",
-            asset_key="vector_sink",
+            asset_key=Asset.VECTOR_SINK,
             passed=True,
             metadata={"model": "none"},
         )
         return
-    ledger = EmbeddingLedger(paths.data_dir)
-    tables = paths.tables()
+    ledger = EmbeddingLedger(storage.data_dir)
+    tables = storage.tables()
     with vectors.open() as store:
-        for scope in tenant_scopes(context):
-            entities = tables.read("entities", scope)
+        for scope in run_scopes(context):
+            entities = tables.read(Asset.ENTITIES, scope)
             table = vector_table(
                 ledger,
                 model,
@@ -160,7 +160,7 @@ def vector_sink(
             }
             context.log.info(f"vector_sink {scope.key}: {summary[scope.key]}")
     yield MaterializeResult(
-        asset_key="vector_sink",
+        asset_key=Asset.VECTOR_SINK,
         metadata={
             "model": model,
             "rows_written": sum(v["written"] for v in summary.values()),
@@ -172,7 +172,7 @@ def vector_sink(
     )
     yield AssetCheckResult(
         check_name="vectors_equal_table",
-        asset_key="vector_sink",
+        asset_key=Asset.VECTOR_SINK,
         passed=not mismatched,
         severity=AssetCheckSeverity.ERROR,
         metadata={"model": model, "mismatches": MetadataValue.json(mismatched)},

@@ -14,10 +14,11 @@ from dagster import (
     observable_source_asset,
 )
 
-from assets.common import IO_RETRY, by_reason, preview
+from assets.metadata import IO_RETRY, by_reason, preview
+from assets.partitions import scope_day_partitions, split_key
 from memflow.extract import extract_day
-from pipelines.partitions import split_key, tenant_day_partitions
-from resources.configurable import ExtractionModelResource, MemflowPaths
+from resources.configurable import ExtractionModelResource, Storage
+from schemas.tables import Asset
 
 KNOWN_ENTITIES_IN_PROMPT = 200
 
@@ -33,22 +34,22 @@ def extraction_model(extraction: ExtractionModelResource) -> DataVersion:
 
 @multi_asset(
     outs={
-        "extracted_triples": AssetOut(
+        Asset.EXTRACTED_TRIPLES: AssetOut(
             io_manager_key="tables",
             description="Candidate triples with provenance (session, turn, client, model).",
         ),
-        "extraction_rejects": AssetOut(
+        Asset.EXTRACTION_REJECTS: AssetOut(
             io_manager_key="tables",
             description="Items the agent or the model produced that could not be used, "
             "with a reason.",
         ),
     },
-    deps=[AssetKey("extraction_model")],
-    partitions_def=tenant_day_partitions,
+    deps=[AssetKey(Asset.EXTRACTION_MODEL)],
+    partitions_def=scope_day_partitions,
     check_specs=[
         AssetCheckSpec(
             "nothing_awaiting_extraction",
-            asset="extracted_triples",
+            asset=Asset.EXTRACTED_TRIPLES,
             description="Text turns wait for extraction when no extractor is configured.",
         )
     ],
@@ -59,12 +60,12 @@ def extraction_model(extraction: ExtractionModelResource) -> DataVersion:
 def extracted_triples(
     context: AssetExecutionContext,
     raw_turns: pl.DataFrame,
-    paths: MemflowPaths,
+    storage: Storage,
     extraction: ExtractionModelResource,
 ):
     scope, day = split_key(context.partition_key)
-    tables = paths.tables()
-    known = tables.read("entities", scope)
+    tables = storage.tables()
+    known = tables.read(Asset.ENTITIES, scope)
     known_names = (
         known["name"].head(KNOWN_ENTITIES_IN_PROMPT).to_list() if known is not None else []
     )
@@ -76,19 +77,19 @@ def extracted_triples(
             provider.close()
 
     text_dropped = 0
-    if paths.retention_days == 0 and provider is not None and raw_turns.height:
+    if storage.retention_days == 0 and provider is not None and raw_turns.height:
         # Retention 0: text goes once extracted; ids and hashes stay in raw_turns.
         text_dropped = raw_turns.filter(pl.col("content").is_not_null()).height
         tables.write(
             raw_turns.with_columns(pl.lit(None, dtype=pl.String).alias("content")),
-            "raw_turns",
+            Asset.RAW_TURNS,
             scope,
             day,
         )
 
     yield Output(
         report.triples,
-        output_name="extracted_triples",
+        output_name=Asset.EXTRACTED_TRIPLES,
         metadata={
             "tenant": scope.key,
             "day": day,
@@ -113,7 +114,7 @@ def extracted_triples(
     )
     yield Output(
         report.rejects,
-        output_name="extraction_rejects",
+        output_name=Asset.EXTRACTION_REJECTS,
         metadata={
             "rows_out": report.rejects.height,
             "rejects_by_reason": by_reason(report.rejects_by_reason),
@@ -121,7 +122,7 @@ def extracted_triples(
     )
     yield AssetCheckResult(
         check_name="nothing_awaiting_extraction",
-        asset_key="extracted_triples",
+        asset_key=Asset.EXTRACTED_TRIPLES,
         passed=report.awaiting_extraction == 0,
         severity=AssetCheckSeverity.WARN,
         metadata={

@@ -1,9 +1,7 @@
 """raw_turns[tenant, day]: landing-zone turns of one tenant and day, redacted and checked."""
 
-import json
 import time
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import UTC, datetime
 
 import polars as pl
 from dagster import (
@@ -16,197 +14,30 @@ from dagster import (
     multi_asset,
 )
 
-from assets.common import by_reason, count_reasons, preview
-from memflow import landing
-from pipelines.partitions import split_key, tenant_day_partitions
-from resources.configurable import MemflowPaths
-from resources.scope import Scope
-from schemas import ids
+from assets.metadata import by_reason, count_reasons, preview
+from assets.partitions import scope_day_partitions, split_key
+from memflow.turns import apply_retention, read_tenant_day
+from resources.configurable import Storage
 from schemas.contracts import TurnContract
-from schemas.redaction import redact, redact_json, redact_with_count
-from schemas.tables import QUARANTINE, RAW_TURNS, conform
-
-
-def _tool_triples(raw: str | None) -> tuple[str | None, int]:
-    """The redacted `triples` list of an upsert_graph_triples call, and how many secrets went.
-
-    Only the triples are kept: the rest of a tool's input is not memflow's to store.
-    """
-    if raw is None:
-        return None, 0
-    value = json.loads(raw)
-    triples = value.get("triples") if isinstance(value, dict) else None
-    if triples is None:
-        return None, 0
-    text = json.dumps(triples, ensure_ascii=False, sort_keys=True)
-    _, found = redact_with_count(text)
-    return json.dumps(redact_json(triples), ensure_ascii=False, sort_keys=True), found
-
-
-def mtime_day(path: Path) -> str:
-    return datetime.fromtimestamp(path.stat().st_mtime, UTC).strftime("%Y-%m-%d")
-
-
-def file_days(path: Path, landing_root: Path) -> list[str]:
-    """The day partitions a landing file feeds: the days of its turns, or (a file with no
-    readable turn) its modification day, where its rejects are reported."""
-    return landing.days_in_file(path, landing_root) or [mtime_day(path)]
-
-
-def _file_rejects_with_day(read: landing.LandingRead, path: Path) -> pl.DataFrame:
-    """Give each rejected line the day of the nearest valid line before it (or after it, or the
-    file's modification day) so it lands in exactly one day partition."""
-    rejects = read.rejects
-    if rejects.is_empty():
-        return rejects.with_columns(pl.lit(None, dtype=pl.String).alias("day"))
-    anchors = read.turns.select("line_no", "day").sort("line_no")
-    fallback = mtime_day(path)
-    rejects = rejects.sort("line_no").join_asof(anchors, on="line_no", strategy="backward")
-    first_day = anchors["day"][0] if anchors.height else fallback
-    return rejects.with_columns(pl.col("day").fill_null(first_day))
-
-
-def read_tenant_day(
-    paths: MemflowPaths, scope: Scope, day: str
-) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
-    """(redacted turns, redacted rejects, stats) of one tenant and day from the landing zone."""
-    folder = paths.landing / scope.tenant_id / scope.ns
-    files = (
-        sorted(p for p in folder.iterdir() if landing.is_landing_file(p))
-        if (folder.is_dir())
-        else []
-    )
-    turns: list[pl.DataFrame] = []
-    rejects: list[pl.DataFrame] = []
-    records = 0
-    for path in files:
-        read = landing.read_landing_file(path, paths.landing)
-        records += read.records
-        turns.append(read.turns.filter(pl.col("day") == day))
-        file_rejects = _file_rejects_with_day(read, path)
-        rejects.append(file_rejects.filter(pl.col("day") == day).drop("day"))
-    turn_df = pl.concat(turns, how="diagonal_relaxed") if turns else pl.DataFrame()
-    reject_df = pl.concat(rejects, how="diagonal_relaxed") if rejects else pl.DataFrame()
-
-    stats = {"files": len(files), "records_read": records, "redactions": 0}
-    out_turns: list[dict] = []
-    extra_rejects: list[dict] = []
-    seen: set[str] = set()
-    for row in turn_df.sort("ts", "source_file", "line_no").to_dicts() if turn_df.height else []:
-        key = ids.turn_key(scope.tenant_id, scope.ns, row["session_id"], row["turn_id"])
-        if key in seen:
-            extra_rejects.append(
-                {
-                    **{k: row.get(k) for k in ("session_id", "turn_id", "source_file", "line_no")},
-                    "tenant_id": scope.tenant_id,
-                    "ns": scope.ns,
-                    "stage": "landing",
-                    "reason": "duplicate_turn",
-                    "detail": "the same session_id and turn_id were already ingested from "
-                    "another file; the first occurrence was kept",
-                    "record": None,
-                }
-            )
-            continue
-        seen.add(key)
-        content, n = redact_with_count(row.get("content") or "")
-        tool_triples, n_tool = _tool_triples(row.get("tool_input_json"))
-        stats["redactions"] += n + n_tool
-        out_turns.append(
-            {
-                "turn_key": key,
-                "tenant_id": scope.tenant_id,
-                "ns": scope.ns,
-                "day": day,
-                "session_id": row["session_id"],
-                "turn_id": row["turn_id"],
-                "ts": row["ts"],
-                "role": row["role"],
-                "client": row.get("client"),
-                "content": content,
-                "content_sha256": ids.sha256_text(content),
-                "tool_name": row.get("tool_name"),
-                "tool_triples": tool_triples,
-                "redactions": n + n_tool,
-                "source_file": row.get("source_file"),
-                "line_no": row.get("line_no"),
-            }
-        )
-    turns_out = conform(
-        pl.DataFrame(out_turns, schema_overrides=RAW_TURNS, infer_schema_length=None)
-        if out_turns
-        else pl.DataFrame(),
-        RAW_TURNS,
-    )
-    rejects_all = (
-        pl.concat(
-            [reject_df, pl.DataFrame(extra_rejects)] if extra_rejects else [reject_df],
-            how="diagonal_relaxed",
-        )
-        if (reject_df.height or extra_rejects)
-        else pl.DataFrame()
-    )
-    return turns_out, _finish_rejects(rejects_all), stats
-
-
-def _finish_rejects(df: pl.DataFrame) -> pl.DataFrame:
-    if df.is_empty():
-        return conform(pl.DataFrame(), QUARANTINE)
-    df = df.with_columns(
-        pl.col("record").map_elements(redact, return_dtype=pl.String)
-        if "record" in df.columns
-        else pl.lit(None, dtype=pl.String).alias("record"),
-        pl.col("detail").map_elements(redact, return_dtype=pl.String),
-    )
-    df = df.with_columns(
-        pl.struct("tenant_id", "ns", "source_file", "line_no", "reason")
-        .map_elements(
-            lambda r: ids.stable_id(
-                "q_",
-                r["tenant_id"],
-                r["ns"],
-                "landing",
-                r["reason"],
-                str(r["source_file"]),
-                str(r["line_no"]),
-            ),
-            return_dtype=pl.String,
-        )
-        .alias("reject_id"),
-        pl.lit("landing").alias("stage"),
-    )
-    return conform(df, QUARANTINE)
-
-
-def apply_retention(turns: pl.DataFrame, retention_days: int, now: datetime) -> pl.DataFrame:
-    """Drop turn text older than `retention_days` (ids and hashes stay). -1 keeps everything.
-
-    0 is handled after extraction (text is needed until then), see `extracted_triples`.
-    """
-    if retention_days <= 0 or turns.is_empty():
-        return turns
-    cutoff = now - timedelta(days=retention_days)
-    return turns.with_columns(
-        pl.when(pl.col("ts") < cutoff).then(None).otherwise(pl.col("content")).alias("content")
-    )
+from schemas.tables import Asset
 
 
 @multi_asset(
     outs={
-        "raw_turns": AssetOut(
+        Asset.RAW_TURNS: AssetOut(
             io_manager_key="tables",
             description="Landing-zone turns of one tenant and day, redacted; retention applied.",
         ),
-        "turn_rejects": AssetOut(
+        Asset.TURN_REJECTS: AssetOut(
             io_manager_key="tables",
             description="Landing lines that could not be read, with file, line and reason.",
         ),
     },
-    partitions_def=tenant_day_partitions,
+    partitions_def=scope_day_partitions,
     check_specs=[
         AssetCheckSpec(
             "turn_contract",
-            asset="raw_turns",
+            asset=Asset.RAW_TURNS,
             blocking=True,
             description="Scope, roles, timestamps, unique turns, no secrets.",
         ),
@@ -214,19 +45,19 @@ def apply_retention(turns: pl.DataFrame, retention_days: int, now: datetime) -> 
     group_name="ingest",
     compute_kind="polars",
 )
-def raw_turns(context: AssetExecutionContext, paths: MemflowPaths):
+def raw_turns(context: AssetExecutionContext, storage: Storage):
     started = time.perf_counter()
     scope, day = split_key(context.partition_key)
     assert day is not None
-    turns, rejects, stats = read_tenant_day(paths, scope, day)
-    turns = apply_retention(turns, paths.retention_days, datetime.now(UTC))
+    turns, rejects, stats = read_tenant_day(storage.landing, scope, day)
+    turns = apply_retention(turns, storage.retention_days, datetime.now(UTC))
     try:
         TurnContract.validate(turns, lazy=True)
-        check = AssetCheckResult(check_name="turn_contract", asset_key="raw_turns", passed=True)
+        check = AssetCheckResult(check_name="turn_contract", asset_key=Asset.RAW_TURNS, passed=True)
     except Exception as exc:  # pandera's SchemaErrors carries every failure
         check = AssetCheckResult(
             check_name="turn_contract",
-            asset_key="raw_turns",
+            asset_key=Asset.RAW_TURNS,
             passed=False,
             severity=AssetCheckSeverity.ERROR,
             metadata={"errors": str(exc)[:4000]},
@@ -234,7 +65,7 @@ def raw_turns(context: AssetExecutionContext, paths: MemflowPaths):
     reasons = count_reasons(rejects)
     yield Output(
         turns,
-        output_name="raw_turns",
+        output_name=Asset.RAW_TURNS,
         metadata={
             "tenant": scope.key,
             "day": day,
@@ -251,7 +82,7 @@ def raw_turns(context: AssetExecutionContext, paths: MemflowPaths):
     )
     yield Output(
         rejects,
-        output_name="turn_rejects",
+        output_name=Asset.TURN_REJECTS,
         metadata={
             "rows_out": rejects.height,
             "rejects_by_reason": by_reason(reasons),
@@ -261,4 +92,4 @@ def raw_turns(context: AssetExecutionContext, paths: MemflowPaths):
     yield check
 
 
-__all__ = ["apply_retention", "file_days", "raw_turns", "read_tenant_day"]
+__all__ = ["raw_turns"]

@@ -7,7 +7,7 @@ Parquet part per batch of 64) runs within 10% of the provider alone embedding th
 the same batches of 64. Two providers, both with the real all-MiniLM-L6-v2 model:
 
 - `inprocess`: SentenceTransformerEmbeddingProvider in this process;
-- `server`: OpenAIEmbeddingProvider against `memflow.embed_server` on loopback.
+- `server`: OpenAIEmbeddingProvider against `resources.models.embed_server` on loopback.
 
 Each round times the provider alone, then a sweep into a fresh ledger. On a shared host the
 model's speed swings between rounds, so besides the paired ratio the sweep's time inside the
@@ -34,11 +34,11 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.netutil import free_port, wait_for_http  # noqa: E402
 from memflow.embedding import embed_missing  # noqa: E402
-from memflow.netutil import free_port, wait_for_http  # noqa: E402
 from resources.models.base import EMBED_BATCH, EmbeddingProvider  # noqa: E402
-from resources.scope import Scope  # noqa: E402
 from resources.vector.ledger import EmbeddingLedger  # noqa: E402
+from schemas.scope import Scope  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "embedding_sweep.json"
 SCOPE = Scope("bench", "sweep")
@@ -176,7 +176,15 @@ def measure(
 def start_server() -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memflow.embed_server", "--host", "127.0.0.1", "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "resources.models.embed_server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
     )

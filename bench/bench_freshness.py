@@ -6,7 +6,7 @@
 Everything runs as in production, in a temp directory: `dagster-daemon run` on `workspace.yaml`
 (its own DAGSTER_HOME; the `landing_sensor` and the automation sensor `tenant_automation` run
 the ingest and per-tenant jobs, at the intervals `pipelines.definitions` gives them), the API as
-a subprocess (`memflow.serve.serve` on loopback, embedded stores: SQLite graph + supervised
+a subprocess (`recall.server.serve` on loopback, embedded stores: SQLite graph + supervised
 Milvus Lite server). The bench posts one triple,
 then polls `POST /v1/recall` every second until the fact's id comes back (404 until the
 tenant's sinks have run once), giving up after `--timeout` seconds (180).
@@ -54,10 +54,10 @@ def _free_port() -> int:
 
 
 def environment(root: Path, embedder: str) -> dict[str, str]:
-    from pipelines.resources import SETTINGS
+    from resources.settings import DEFAULTS
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFLOW_")}
-    env.update(SETTINGS)  # every setting explicit: the repository's .env must not leak in
+    env.update(DEFAULTS)  # every setting explicit: the repository's .env must not leak in
     env.update(
         {
             "DAGSTER_HOME": str(root / "dagster"),
@@ -231,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         root,
     )
     api = start(
-        [sys.executable, "-c", f"from memflow.serve import serve; serve(port={port})"],
+        [sys.executable, "-c", f"from recall.server import serve; serve(port={port})"],
         env,
         root / "api.log",
         root,

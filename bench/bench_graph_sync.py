@@ -35,7 +35,7 @@ from resources.graph.base import GraphStore
 from resources.graph.gremlin import GremlinGraphStore
 from resources.graph.sqlite import SqliteGraphStore
 from resources.graph.sync import graph_equals_table, records_from_tables, sync_graph
-from resources.scope import Scope
+from schemas.scope import Scope
 from schemas.tables import ENTITIES, FACTS
 
 ROOT = Path(__file__).resolve().parents[1]

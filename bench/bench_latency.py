@@ -15,7 +15,7 @@ Measured:
 - in-process `RecallService.recall` p50/p95/p99 for names-only (`lexical`) and `hybrid`. The
   query embedding is excluded (each query is embedded once before timing, so the service's
   query-vector cache answers) and reported separately as the provider's own per-query time;
-- over HTTP: uvicorn on loopback in a second process (`memflow.serve` for MiniLM), httpx with
+- over HTTP: uvicorn on loopback in a second process (`recall.server` for MiniLM), httpx with
   keep-alive, sequential requests p50/p95 (query vectors warmed the same way);
 - queries per second: 8 concurrent keep-alive clients against 1 and 2 uvicorn workers on this
   machine (2 cores, shared with the client; with 2 workers each runs single-threaded BLAS/torch),
@@ -50,13 +50,13 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 import numpy as np  # noqa: E402
 
-from memflow.netutil import free_port, wait_for_http  # noqa: E402
+from bench.netutil import free_port, wait_for_http  # noqa: E402
 from recall.service import RecallService  # noqa: E402
 from resources.graph.sqlite import SqliteGraphStore  # noqa: E402
 from resources.models.base import EmbeddingProvider  # noqa: E402
-from resources.records import EntityRecord, FactRecord  # noqa: E402
-from resources.scope import Scope  # noqa: E402
 from schemas.ids import entity_id, fact_id, norm_key, sha256_text  # noqa: E402
+from schemas.records import EntityRecord, FactRecord  # noqa: E402
+from schemas.scope import Scope  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "latency.json"
 BIG = Scope("bench", "big")
@@ -504,11 +504,12 @@ def measure_qps(url: str, key: str, qs: Sequence[str], seconds: float, concurren
 def server_app() -> Any:
     """The app a server worker runs (uvicorn factory): the production builder for MiniLM, the
     same API over the hashing provider otherwise."""
-    from memflow.serve import build_service, create_server_app, current_settings, keys_file
     from recall.api import create_app
     from recall.auth import KeyRing
+    from recall.server import build_service, create_server_app
+    from resources.settings import Settings
 
-    cfg = current_settings()
+    cfg = Settings.from_env()
     if os.environ.get("BENCH_EMBEDDER") != "hash":
         return create_server_app(cfg)
     from resources.vector.factory import open_vector_store
@@ -519,7 +520,7 @@ def server_app() -> Any:
         return RecallService(built.service.graph, vectors, HashEmbeddingProvider())
 
     return create_app(
-        keys=KeyRing(keys_file(cfg)),
+        keys=KeyRing(cfg.keys_file),
         service_factory=factory,
         landing_dir=cfg["MEMFLOW_LANDING_DIR"],
     )

@@ -33,10 +33,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from resources.scope import Scope  # noqa: E402
 from resources.vector.factory import open_vector_store  # noqa: E402
 from resources.vector.lite_server import ensure_lite_server, stop_lite_server  # noqa: E402
 from resources.vector.milvus import Layout, MilvusVectorStore, scope_filter  # noqa: E402
+from schemas.scope import Scope  # noqa: E402
 
 MODEL = "bench-model"
 RESULTS = ROOT / "bench" / "results" / "milvus_layout.json"

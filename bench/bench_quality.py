@@ -8,7 +8,7 @@ The set lives in `bench/quality/`: entities, facts (with supersessions), hub fil
 deterministically from `hubs.json`) and queries with their relevant facts, over several tenants
 including distractor tenants that reuse the same names. It is loaded into fresh stores in a
 temp dir (SQLite graph, Milvus Lite vectors); for hybrid, the local embedding server
-(`memflow.embed_server`, all-MiniLM-L6-v2) is started on loopback and every entity name is
+(`resources.models.embed_server`, all-MiniLM-L6-v2) is started on loopback and every entity name is
 embedded through the OpenAI-compatible provider, as the pipeline would.
 
 Reports recall@5, recall@10, precision@5 and MRR per mode (and per query kind), plus two
@@ -38,14 +38,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere: `python bench/bench_quality.py`
     sys.path.insert(0, str(ROOT))
 
-from memflow.netutil import free_port, wait_for_http  # noqa: E402
+from bench.netutil import free_port, wait_for_http  # noqa: E402
 from recall.service import RecallConfig, RecallService  # noqa: E402
 from resources.graph.base import GraphStore  # noqa: E402
 from resources.models.base import EmbeddingProvider  # noqa: E402
-from resources.records import EntityRecord, FactRecord  # noqa: E402
-from resources.scope import Scope  # noqa: E402
 from resources.vector.base import VectorStore  # noqa: E402
 from schemas.ids import entity_id, fact_id, norm_key, sha256_text  # noqa: E402
+from schemas.records import EntityRecord, FactRecord  # noqa: E402
+from schemas.scope import Scope  # noqa: E402
 
 SET_DIR = ROOT / "bench" / "quality"
 RESULTS = ROOT / "bench" / "results" / "quality.json"
@@ -314,7 +314,7 @@ def start_embed_server(python: str = sys.executable) -> tuple[subprocess.Popen[b
     """Start memflow's embedding server on loopback; returns (process, base URL) once ready."""
     port = free_port()
     proc = subprocess.Popen(
-        [python, "-m", "memflow.embed_server", "--host", "127.0.0.1", "--port", str(port)],
+        [python, "-m", "resources.models.embed_server", "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -17,7 +17,8 @@ import polars as pl
 
 from memflow.landing import UPSERT_TOOL
 from resources.models.base import ExtractionProvider, ModelError, TurnText
-from resources.scope import Scope
+from schemas import rules
+from schemas.scope import Scope
 from schemas.tables import QUARANTINE, TRIPLES, conform
 from schemas.triples import (
     TurnContext,
@@ -26,8 +27,6 @@ from schemas.triples import (
     rejects_frame,
     triples_frame,
 )
-
-TEXT_ROLES = ("user", "assistant")
 
 
 @dataclass
@@ -90,7 +89,7 @@ def extract_day(
             got, bad = items_to_triples(items, _ctx(row, model="explicit", source="explicit"))
             rows += got
             rejects += bad
-        elif row["role"] in TEXT_ROLES and (row.get("content") or "").strip():
+        elif row["role"] in rules.TEXT_ROLES and (row.get("content") or "").strip():
             text.append(row)
     report.text_turns = len(text)
 
@@ -134,7 +133,7 @@ def extract_day(
     report.triples = triples_frame(rows)
     report.rejects = rejects_frame(rejects)
     report.rejects_by_reason = dict(Counter(report.rejects["reason"].to_list()))
-    report.low_confidence_dropped = report.rejects_by_reason.get("confidence_below_0.6", 0)
+    report.low_confidence_dropped = report.rejects_by_reason.get(rules.Reason.LOW_CONFIDENCE, 0)
     report.seconds = time.perf_counter() - started
     return report
 

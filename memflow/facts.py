@@ -16,12 +16,12 @@ from datetime import datetime
 
 import polars as pl
 
-from resources.scope import Scope
 from schemas import ids, rules
 from schemas.redaction import redact
-from schemas.rules import Reason
+from schemas.rules import MAX_RECORD_CHARS, Reason
+from schemas.scope import Scope
 from schemas.tables import ENTITIES, FACTS, QUARANTINE, conform
-from schemas.triples import MAX_RECORD_CHARS, triage
+from schemas.triples import triage
 
 
 @dataclass

@@ -4,7 +4,7 @@ Format
 ======
 
 Layout: ``<landing>/<org>/<repo>/<name>.jsonl`` (or ``.parquet``). ``<org>`` and ``<repo>`` are
-the tenant scope and must be valid :class:`~resources.scope.Scope` names. Names starting with
+the tenant scope and must be valid :class:`~schemas.scope.Scope` names. Names starting with
 ``.`` are ignored, so a writer should write ``.<name>.tmp`` and rename it when complete. Other
 file types are ignored; symlinks are not followed; misplaced landing files and directories
 that are not valid scopes are reported as problems by :func:`discover`.
@@ -58,22 +58,21 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import orjson
 import polars as pl
 
-from resources.scope import Scope, ScopeError
+from schemas.rules import EPOCH, MAX_RECORD_CHARS, ROLES
+from schemas.scope import Scope, ScopeError
 from schemas.tables import QUARANTINE, RAW_TURNS
 
 JSONL_SUFFIX = ".jsonl"
 PARQUET_SUFFIX = ".parquet"
 LANDING_SUFFIXES = (JSONL_SUFFIX, PARQUET_SUFFIX)
 MAX_LINE_BYTES = 1 << 20
-MAX_RECORD_CHARS = 2_000
-ROLES = frozenset({"user", "assistant", "tool"})
 UPSERT_TOOL = "upsert_graph_triples"
 STAGE = "landing"
 
@@ -86,7 +85,6 @@ TURN_COLUMNS: dict[str, pl.DataType] = {
 }
 REJECT_COLUMNS: dict[str, pl.DataType] = {c: t for c, t in QUARANTINE.items() if c != "reject_id"}
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _BOM = b"\xef\xbb\xbf"
 # Where a clipped record may end, so that it never ends in part of a token (a secret cut in two
@@ -330,7 +328,7 @@ class _Collector:
 
     def days(self) -> list[str]:
         numbers = {row[2] // _DAY_US for row in self.rows}
-        return sorted((_EPOCH + timedelta(days=n)).date().isoformat() for n in numbers)
+        return sorted((EPOCH + timedelta(days=n)).date().isoformat() for n in numbers)
 
     def frames(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         constant = [
@@ -414,13 +412,10 @@ def _plainly_valid(obj: Any, scope: Scope) -> bool:
         and turn_id
         and client
         and not (session_id.isspace() or turn_id.isspace() or client.isspace())
-        and get("role") in _ROLE_ORDER
+        and get("role") in ROLES
         and (type(ts) is str or isinstance(ts, datetime))
         and (content is None or type(content) is str)
     )
-
-
-_ROLE_ORDER = ("user", "assistant", "tool")
 
 
 def _diagnose(obj: Any, scope: Scope) -> None:
@@ -459,7 +454,7 @@ def _epoch_us(value: str | datetime) -> int:
         raise _Reject("bad_timestamp", "'ts' has no time zone (add Z or an offset like +01:00)")
     if not 1 < value.year < 9999:
         raise _Reject("bad_timestamp", "'ts' is out of range")
-    return (value - _EPOCH) // _MICROSECOND
+    return (value - EPOCH) // _MICROSECOND
 
 
 def _tool(tool_name: Any, tool_input: Any, from_struct: bool) -> tuple[str | None, str | None]:

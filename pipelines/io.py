@@ -10,21 +10,10 @@ from __future__ import annotations
 import polars as pl
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
-from pipelines.partitions import split_key
-from resources.scope import Scope
+from assets.partitions import split_key
 from resources.tables import TableStore
 from schemas import tables
-
-COLUMNS: dict[str, dict[str, pl.DataType]] = {
-    "raw_turns": tables.RAW_TURNS,
-    "turn_rejects": tables.QUARANTINE,
-    "extracted_triples": tables.TRIPLES,
-    "extraction_rejects": tables.QUARANTINE,
-    "validated_facts": tables.FACTS,
-    "entities": tables.ENTITIES,
-    "quarantine": tables.QUARANTINE,
-    "entity_embeddings": tables.EMBEDDINGS,
-}
+from schemas.scope import Scope
 
 
 class ParquetTablesIOManager(ConfigurableIOManager):
@@ -50,7 +39,7 @@ class ParquetTablesIOManager(ConfigurableIOManager):
         """A DataFrame for a per-day consumer; `{tenant_key: DataFrame}` for a per-tenant one."""
         asset = context.asset_key.path[-1]
         store = self._store()
-        columns = COLUMNS[asset]
+        columns = tables.TABLES[asset]
         wanted: dict[Scope, set[str]] = {}
         for key in context.asset_partition_keys:
             scope, day = split_key(key)

@@ -12,12 +12,12 @@ from dagster import (
     sensor,
 )
 
-from assets.turns import file_days
+from assets.partitions import TENANTS, scope_day_key, scope_partitions
 from memflow import landing
+from memflow.turns import file_days
 from pipelines.jobs import ingest_job
-from pipelines.partitions import TENANTS, tenant_day_key, tenant_partitions
-from resources.configurable import MemflowPaths
-from resources.scope import Scope
+from resources.configurable import Storage
+from schemas.scope import Scope
 
 
 def scan_landing(
@@ -58,8 +58,8 @@ def scan_landing(
     description="Watches the landing zone: adds tenant partitions and requests an ingest run "
     "for every (tenant, day) a new or changed file touches.",
 )
-def landing_sensor(context: SensorEvaluationContext, paths: MemflowPaths):
-    root = paths.landing
+def landing_sensor(context: SensorEvaluationContext, storage: Storage):
+    root = storage.landing
     if not root.is_dir():
         return SkipReason(f"landing zone {root} does not exist")
     cursor = json.loads(context.cursor) if context.cursor else {}
@@ -70,10 +70,10 @@ def landing_sensor(context: SensorEvaluationContext, paths: MemflowPaths):
         return SkipReason("no new or changed landing files")
     return SensorResult(
         run_requests=[
-            RunRequest(run_key=run_key, partition_key=tenant_day_key(Scope.parse(t), d))
+            RunRequest(run_key=run_key, partition_key=scope_day_key(Scope.parse(t), d))
             for t, d, run_key in runs
         ],
-        dynamic_partitions_requests=[tenant_partitions.build_add_request(new_tenants)]
+        dynamic_partitions_requests=[scope_partitions.build_add_request(new_tenants)]
         if new_tenants
         else [],
         cursor=json.dumps(new_cursor, sort_keys=True),

@@ -42,6 +42,15 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memflow.landing import read_landing_file
+from memflow.landing_writer import Landed, LandingWriter, LineTooLong, explicit_turn, iso_utc
+from recall.answers import (
+    EntitySearchAnswer,
+    Ranking,
+    RecallAnswer,
+    RecallError,
+    SemanticUnavailable,
+    SubgraphAnswer,
+)
 from recall.api_guard import (
     AUTH_ERRORS,
     STORE_ERRORS,
@@ -53,7 +62,9 @@ from recall.api_guard import (
     tenant_not_found,
     validation_details,
 )
-from recall.api_models import (
+from recall.auth import KeyRing, Principal
+from recall.metrics import CONTENT_TYPE, ApiMetrics
+from recall.requests import (
     MAX_LIMIT,
     MAX_SEARCH_CHARS,
     ApiLimits,
@@ -69,22 +80,11 @@ from recall.api_models import (
     TurnsRequest,
     parse_tenant,
 )
-from recall.auth import KeyRing, Principal
-from recall.landing_writer import Landed, LandingWriter, LineTooLong, explicit_turn, iso_utc
-from recall.metrics import CONTENT_TYPE, ApiMetrics
-from recall.models import (
-    EntitySearchAnswer,
-    Ranking,
-    RecallAnswer,
-    RecallError,
-    SemanticUnavailable,
-    SubgraphAnswer,
-)
 from recall.service import RecallService
 from resources.graph.base import GraphStoreError
-from resources.scope import Scope
 from resources.vector.base import VectorStoreError
 from schemas import ids
+from schemas.scope import Scope
 from schemas.triples import TurnContext, items_to_triples
 
 log = logging.getLogger("memflow.api")

@@ -17,8 +17,8 @@ from fastapi.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
-from recall.api_models import ApiLimits, ErrorBody
 from recall.metrics import ApiMetrics
+from recall.requests import ApiLimits, ErrorBody
 
 
 class ApiError(Exception):

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from resources.scope import Scope, ScopeError
+from schemas.scope import Scope, ScopeError
 
 KEY_PREFIX = "mf_"
 MAX_KEY_CHARS = 256

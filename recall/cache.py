@@ -25,10 +25,10 @@ import numpy as np
 
 from recall.lexical import BM25Index, tokenize
 from resources.graph.base import GraphStore
-from resources.records import EntityRecord, FactRecord
-from resources.scope import Scope
+from schemas.records import EntityRecord, FactRecord
+from schemas.rules import EPOCH
+from schemas.scope import Scope
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 OPEN_END = np.iinfo(np.int64).max
 DEFAULT_MAX_SCOPES = 64
@@ -38,7 +38,7 @@ def to_us(t: datetime) -> int:
     """Microseconds since the epoch; a naive datetime is taken as UTC."""
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
-    return (t - _EPOCH) // _US
+    return (t - EPOCH) // _US
 
 
 def _tokens(text: str) -> tuple[str, ...]:

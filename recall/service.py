@@ -26,11 +26,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from recall.cache import DEFAULT_MAX_SCOPES, FunctionalPredicates, ScopeIndex, ScopeIndexCache
-from recall.fusion import NAME_LEG, RRF_K, VECTOR_LEG, Fused, Ranked, positions, rrf
-from recall.gate import SkipReason, gate
-from recall.lexical import query_tokens
-from recall.models import (
+from recall.answers import (
     RANKINGS,
     EntityCard,
     EntityMatch,
@@ -47,6 +43,10 @@ from recall.models import (
     SubgraphAnswer,
     Timings,
 )
+from recall.cache import DEFAULT_MAX_SCOPES, FunctionalPredicates, ScopeIndex, ScopeIndexCache
+from recall.fusion import NAME_LEG, RRF_K, VECTOR_LEG, Fused, Ranked, positions, rrf
+from recall.gate import SkipReason, gate
+from recall.lexical import query_tokens
 from recall.ranking import Selected, select_facts
 from recall.vector_leg import (
     DEFAULT_COVERAGE_TTL_S,
@@ -56,9 +56,9 @@ from recall.vector_leg import (
 )
 from resources.graph.base import MAX_HOPS, GraphStore
 from resources.models.base import EmbeddingProvider
-from resources.records import EntityRecord, FactRecord, VectorHit
-from resources.scope import Scope
 from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore
+from schemas.records import EntityRecord, FactRecord, VectorHit
+from schemas.scope import Scope
 
 __all__ = ["RecallConfig", "RecallError", "RecallService", "SemanticUnavailable"]
 

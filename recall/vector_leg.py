@@ -30,9 +30,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 from resources.models.base import EmbeddingProvider
-from resources.records import VectorHit
-from resources.scope import Scope
 from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore, VectorStoreError
+from schemas.records import VectorHit
+from schemas.scope import Scope
 
 DEFAULT_EMBED_TIMEOUT_S = 5.0
 DEFAULT_COVERAGE_TTL_S = 5.0

@@ -1,1 +1,2 @@
-"""memflow resources. Plain classes here import no Dagster; `resources.dagster` wraps them."""
+"""Outside systems as plain classes: table store, graph and vector stores, model providers,
+settings. Only `configurable.py` imports Dagster (the ConfigurableResources wrapping them)."""

@@ -6,7 +6,6 @@ explicit values. The recall service never imports this module.
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 from dagster import ConfigurableResource
@@ -14,15 +13,13 @@ from pydantic import Field
 
 from resources.graph.base import GraphStore
 from resources.models.base import DEFAULT_MAX_DIMENSIONS, EmbeddingProvider, ExtractionProvider
+from resources.models.factory import EmbeddingConfig, ExtractionConfig
+from resources.settings import DEFAULTS, open_graph, open_vectors
 from resources.tables import TableStore
 from resources.vector.base import VectorStore
 
 
-def _hosts(text: str) -> tuple[str, ...]:
-    return tuple(h.strip() for h in (text or "").split(",") if h.strip())
-
-
-class MemflowPaths(ConfigurableResource):
+class Storage(ConfigurableResource):
     """Where the landing zone and memflow's own data live."""
 
     landing_dir: str = Field(default="landing-sample", description="The landing zone root.")
@@ -53,43 +50,24 @@ class ExtractionModelResource(ConfigurableResource):
     timeout_s: float = Field(default=60.0)
     max_retries: int = Field(default=3)
 
+    def config(self) -> ExtractionConfig:
+        return ExtractionConfig(
+            provider=self.provider,
+            base_url=self.base_url,
+            model=self.model,
+            api_key=self.api_key,
+            command=self.command,
+            allow_hosts=self.allow_hosts,
+            timeout_s=self.timeout_s,
+            max_retries=self.max_retries,
+        )
+
     def identity(self) -> str:
         """What the triples record as `model`, and the data version downstream assets see."""
-        kind = self.provider.strip().lower() or "none"
-        if kind == "none":
-            return "none"
-        if kind == "command":
-            from resources.models.command import program_name
-
-            return f"command:{self.model or program_name(shlex.split(self.command))}"
-        return f"openai-compatible:{self.model}"
+        return self.config().identity()
 
     def build(self) -> ExtractionProvider | None:
-        kind = self.provider.strip().lower() or "none"
-        if kind == "none":
-            return None
-        if kind == "openai":
-            from resources.models.openai_chat import OpenAIChatExtractionProvider
-
-            if not self.base_url or not self.model:
-                raise ValueError("extraction provider 'openai' needs base_url and model")
-            return OpenAIChatExtractionProvider(
-                self.base_url,
-                self.model,
-                api_key=self.api_key or None,
-                allow_hosts=_hosts(self.allow_hosts),
-                timeout=self.timeout_s,
-                max_retries=self.max_retries,
-            )
-        if kind == "command":
-            from resources.models.command import CommandExtractionProvider
-
-            if not self.command:
-                raise ValueError("extraction provider 'command' needs a command")
-            return CommandExtractionProvider(
-                shlex.split(self.command), model_name=self.model or None
-            )
-        raise ValueError(f"unknown extraction provider {self.provider!r} (none | openai | command)")
+        return self.config().build()
 
 
 class EmbeddingModelResource(ConfigurableResource):
@@ -97,59 +75,35 @@ class EmbeddingModelResource(ConfigurableResource):
 
     provider: str = Field(default="none")
     base_url: str = Field(default="")
-    model: str = Field(default="", description="Vectors are stored under this name.")
+    model: str = Field(
+        default="", description="Vectors are stored under this name; empty = provider default."
+    )
     api_key: str = Field(default="")
     command: str = Field(default="")
     allow_hosts: str = Field(default="")
     max_dimensions: int = Field(default=DEFAULT_MAX_DIMENSIONS)
     timeout_s: float = Field(default=60.0)
 
+    def config(self) -> EmbeddingConfig:
+        return EmbeddingConfig(
+            provider=self.provider,
+            base_url=self.base_url,
+            model=self.model,
+            api_key=self.api_key,
+            command=self.command,
+            allow_hosts=self.allow_hosts,
+            max_dimensions=self.max_dimensions,
+            timeout_s=self.timeout_s,
+        )
+
     def identity(self) -> str:
-        kind = self.provider.strip().lower() or "none"
-        return "none" if kind == "none" else self.model_name()
+        return self.config().identity()
 
     def model_name(self) -> str:
-        kind = self.provider.strip().lower()
-        if kind == "sentence-transformers":
-            return self.model or "all-MiniLM-L6-v2"
-        return self.model
+        return self.config().model_name()
 
     def build(self) -> EmbeddingProvider | None:
-        kind = self.provider.strip().lower() or "none"
-        if kind == "none":
-            return None
-        if kind == "openai":
-            from resources.models.openai_embeddings import OpenAIEmbeddingProvider
-
-            if not self.base_url or not self.model:
-                raise ValueError("embedding provider 'openai' needs base_url and model")
-            return OpenAIEmbeddingProvider(
-                self.base_url,
-                self.model,
-                api_key=self.api_key or None,
-                allow_hosts=_hosts(self.allow_hosts),
-                timeout=self.timeout_s,
-                max_dimensions=self.max_dimensions,
-            )
-        if kind == "command":
-            from resources.models.command import CommandEmbeddingProvider
-
-            if not self.command or not self.model:
-                raise ValueError("embedding provider 'command' needs a command and a model name")
-            return CommandEmbeddingProvider(
-                shlex.split(self.command),
-                self.model,
-                timeout=self.timeout_s,
-                max_dimensions=self.max_dimensions,
-            )
-        if kind == "sentence-transformers":
-            from resources.models.st_embeddings import SentenceTransformerEmbeddingProvider
-
-            return SentenceTransformerEmbeddingProvider(self.model or None)
-        raise ValueError(
-            f"unknown embedding provider {self.provider!r} "
-            "(none | openai | command | sentence-transformers)"
-        )
+        return self.config().build()
 
 
 class GraphStoreResource(ConfigurableResource):
@@ -157,16 +111,10 @@ class GraphStoreResource(ConfigurableResource):
 
     backend: str = Field(default="sqlite", description="sqlite | gremlin")
     data_dir: str = Field(default=".memflow")
-    gremlin_url: str = Field(default="ws://127.0.0.1:18182/gremlin")
+    gremlin_url: str = Field(default=DEFAULTS["MEMFLOW_GREMLIN_URL"])
 
     def open(self) -> GraphStore:
-        from resources.graph.factory import open_graph_store
-
-        return open_graph_store(
-            self.backend,
-            sqlite_path=str(Path(self.data_dir) / "graph.sqlite"),
-            gremlin_url=self.gremlin_url,
-        )
+        return open_graph(self.backend, self.data_dir, self.gremlin_url)
 
 
 class VectorStoreResource(ConfigurableResource):
@@ -177,6 +125,4 @@ class VectorStoreResource(ConfigurableResource):
     data_dir: str = Field(default=".memflow")
 
     def open(self) -> VectorStore:
-        from resources.vector.factory import open_vector_store
-
-        return open_vector_store(self.uri or None, self.data_dir, token=self.token or None)
+        return open_vectors(self.uri, self.data_dir, self.token)

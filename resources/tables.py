@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
-from resources.scope import Scope
+from schemas.scope import Scope
 
 
 class TableStore:

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
+from typing import Literal, get_args
 
 import polars as pl
 
@@ -16,8 +18,16 @@ MAX_CONFIDENCE = 1.0
 EXPLICIT_CONFIDENCE = 1.0
 
 PREDICATE_PATTERN = r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$"
-SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
-ROLES = ("user", "assistant", "tool")
+# An org or repo name. Python checks it with `fullmatch` (its `$` would accept a trailing
+# newline); polars with the anchored form. ".." is refused as well (a path step).
+SCOPE_PART = r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}"
+SCOPE_PATTERN = rf"^{SCOPE_PART}$"
+Role = Literal["user", "assistant", "tool"]
+ROLES: tuple[str, ...] = get_args(Role)
+TEXT_ROLES = ("user", "assistant")  # roles whose text goes to the extraction model
+# A rejected record is kept (redacted) up to this many characters.
+MAX_RECORD_CHARS = 2_000
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 _PREDICATE_RE = re.compile(PREDICATE_PATTERN)
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -80,6 +90,8 @@ def scope_ok() -> pl.Expr:
         & pl.col("ns").is_not_null()
         & pl.col("tenant_id").str.contains(SCOPE_PATTERN)
         & pl.col("ns").str.contains(SCOPE_PATTERN)
+        & ~pl.col("tenant_id").str.contains("..", literal=True)
+        & ~pl.col("ns").str.contains("..", literal=True)
     )
 
 

@@ -1,8 +1,32 @@
-"""Column layouts of the Parquet tables (the source of truth). Contracts in `contracts.py`."""
+"""The assets' names and the column layouts of their Parquet tables (the source of truth).
+
+Every module names an asset or a table through `Asset`; contracts are in `contracts.py`.
+"""
 
 from __future__ import annotations
 
+from typing import Final
+
 import polars as pl
+
+
+class Asset:
+    """Every asset's name. The first eight are stored tables (see `TABLES`). Plain strings, not
+    an Enum: Dagster serializes asset keys and accepts only its own enums."""
+
+    RAW_TURNS: Final = "raw_turns"
+    TURN_REJECTS: Final = "turn_rejects"
+    EXTRACTED_TRIPLES: Final = "extracted_triples"
+    EXTRACTION_REJECTS: Final = "extraction_rejects"
+    VALIDATED_FACTS: Final = "validated_facts"
+    ENTITIES: Final = "entities"
+    QUARANTINE: Final = "quarantine"
+    ENTITY_EMBEDDINGS: Final = "entity_embeddings"
+    GRAPH_SINK: Final = "graph_sink"
+    VECTOR_SINK: Final = "vector_sink"
+    EXTRACTION_MODEL: Final = "extraction_model"
+    EMBEDDING_MODEL: Final = "embedding_model"
+
 
 UTC_TS = pl.Datetime("us", "UTC")
 
@@ -101,6 +125,25 @@ EMBEDDINGS: dict[str, pl.DataType] = {
     "dim": pl.Int32(),
     "text_hash": pl.String(),  # sha256 of the embedded (redacted) name
 }
+
+
+# The stored tables: asset -> columns. Per-day tables are stored one file per (scope, day).
+TABLES: dict[str, dict[str, pl.DataType]] = {
+    Asset.RAW_TURNS: RAW_TURNS,
+    Asset.TURN_REJECTS: QUARANTINE,
+    Asset.EXTRACTED_TRIPLES: TRIPLES,
+    Asset.EXTRACTION_REJECTS: QUARANTINE,
+    Asset.VALIDATED_FACTS: FACTS,
+    Asset.ENTITIES: ENTITIES,
+    Asset.QUARANTINE: QUARANTINE,
+    Asset.ENTITY_EMBEDDINGS: EMBEDDINGS,
+}
+PER_DAY: tuple[str, ...] = (
+    Asset.RAW_TURNS,
+    Asset.TURN_REJECTS,
+    Asset.EXTRACTED_TRIPLES,
+    Asset.EXTRACTION_REJECTS,
+)
 
 
 def empty(columns: dict[str, pl.DataType]) -> pl.DataFrame:

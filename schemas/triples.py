@@ -22,7 +22,6 @@ from schemas.tables import QUARANTINE, TRIPLES, conform
 
 _WS = re.compile(r"\s+")
 _PLACEHOLDER = re.compile(r"\[REDACTED(?::[a-z0-9_]+)?\]")
-MAX_RECORD_CHARS = 2000
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +113,7 @@ def _supersedes(value: object, ctx: TurnContext) -> tuple[str | None, str | None
 
 def reject_row(ctx: TurnContext, stage: str, reason: str, detail: str, record: Any) -> dict:
     text = record if isinstance(record, str) else json.dumps(record, default=str, sort_keys=True)
-    text = (redact(text) or "")[:MAX_RECORD_CHARS]
+    text = (redact(text) or "")[: rules.MAX_RECORD_CHARS]
     return {
         "reject_id": ids.stable_id(
             "q_", ctx.tenant_id, ctx.ns, stage, reason, ctx.session_id, ctx.turn_id, text

@@ -6,8 +6,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from resources.records import EntityRecord, ExpandedFact, FactRecord
-from resources.scope import Scope
+from schemas.records import EntityRecord, ExpandedFact, FactRecord
+from schemas.scope import Scope
 
 MAX_HOPS = 2
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from resources.graph.base import MAX_HOPS
-from resources.records import EntityRecord, ExpandedFact, FactRecord
+from schemas.records import EntityRecord, ExpandedFact, FactRecord
+from schemas.rules import EPOCH
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 
 # 9999-12-31T23:59:59.999999Z: stands for an open `valid_to` where a backend cannot compare

@@ -46,8 +46,8 @@ from resources.graph.common import (
     to_micros,
     unique_ids,
 )
-from resources.records import EntityRecord, ExpandedFact, FactRecord
-from resources.scope import Scope
+from schemas.records import EntityRecord, ExpandedFact, FactRecord
+from schemas.scope import Scope
 
 ENTITY = "entity"
 FACT = "fact"

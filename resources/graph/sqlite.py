@@ -28,8 +28,8 @@ from resources.graph.common import (
     to_micros,
     unique_ids,
 )
-from resources.records import EntityRecord, ExpandedFact, FactRecord
-from resources.scope import Scope
+from schemas.records import EntityRecord, ExpandedFact, FactRecord
+from schemas.scope import Scope
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",

@@ -17,8 +17,8 @@ import polars as pl
 
 from resources.graph.base import GraphStore
 from resources.graph.common import FACT_FIELDS, fact_from_row, fact_row
-from resources.records import EntityRecord, FactRecord
-from resources.scope import Scope
+from schemas.records import EntityRecord, FactRecord
+from schemas.scope import Scope
 
 _HASH_VERSION = "memflow-graph-row-v1"  # change it to make every store rewrite every row
 _SAMPLE = 5

@@ -1,11 +1,11 @@
 """Embeddings from a local server speaking the OpenAI `/v1/embeddings` API.
 
-Ollama, llama.cpp's server, vLLM, LocalAI, text-embeddings-inference and `memflow.embed_server`
-all answer it. The endpoint must be local unless the operator allow-lists its host. Texts go in
-batches of EMBED_BATCH; transport errors, timeouts, 429 and 5xx are retried with backoff
-(`retry.py`). Every vector is checked: one per text, numbers only, at most `max_dimensions`, and
-the same dimension for the provider's whole life (a server that switched models mid-run must not
-mix vectors under one model name).
+Ollama, llama.cpp's server, vLLM, LocalAI, text-embeddings-inference and
+`resources.models.embed_server` all answer it. The endpoint must be local unless the operator
+allow-lists its host. Texts go in batches of EMBED_BATCH; transport errors, timeouts, 429 and
+5xx are retried with backoff (`retry.py`). Every vector is checked: one per text, numbers only,
+at most `max_dimensions`, and the same dimension for the provider's whole life (a server that
+switched models mid-run must not mix vectors under one model name).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 
-from resources.records import VectorHit
-from resources.scope import Scope
+from schemas.records import VectorHit
+from schemas.scope import Scope
 
 DEFAULT_MIN_COSINE = 0.4
 

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import polars as pl
 
-from resources.scope import Scope
+from schemas.ids import sha256_text
+from schemas.scope import Scope
 
 LEDGER_DIR = "embedding-ledger"
 SCHEMA: dict[str, pl.DataType] = {
@@ -191,3 +192,51 @@ def _locked(folder: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def with_text_hash(entities: pl.DataFrame) -> pl.DataFrame:
+    """entity_id, name, text_hash (sha256 of the name); one row per entity, first one wins."""
+    missing = {"entity_id", "name"} - set(entities.columns)
+    if missing:
+        raise ValueError(f"entities need columns {sorted(missing)}")
+    frame = entities.select("entity_id", "name").unique(
+        "entity_id", keep="first", maintain_order=True
+    )
+    if frame["entity_id"].null_count() or frame["name"].null_count():
+        raise ValueError("entities with a null id or name cannot be embedded")
+    hashes = [sha256_text(name) for name in frame["name"].to_list()]
+    return frame.with_columns(pl.Series("text_hash", hashes, dtype=pl.String))
+
+
+def vector_table(
+    ledger: EmbeddingLedger,
+    model: str,
+    scope: Scope,
+    entities: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """The model's vectors of the scope: tenant_id, ns, entity_id, model, dim, text_hash, vector.
+
+    With `entities` (entity_id, name), exactly the vectors of their current names (an entity
+    renamed back to an earlier name reuses that name's vector); without, the latest vector per
+    entity.
+    """
+    held = ledger.load(model, scope)
+    if entities is not None:
+        current = (
+            with_text_hash(entities).select("entity_id", "text_hash") if entities.height else None
+        )
+        held = (
+            held.join(current, on=["entity_id", "text_hash"], how="semi", maintain_order="left")
+            if current is not None
+            else held.clear()
+        )
+    held = held.unique("entity_id", keep="last", maintain_order=True)
+    return held.select(
+        pl.lit(scope.tenant_id, dtype=pl.String).alias("tenant_id"),
+        pl.lit(scope.ns, dtype=pl.String).alias("ns"),
+        pl.col("entity_id"),
+        pl.lit(model, dtype=pl.String).alias("model"),
+        pl.col("dim").cast(SCHEMA["dim"]),
+        pl.col("text_hash"),
+        pl.col("vector"),
+    )

@@ -60,9 +60,9 @@ from pymilvus import DataType, MilvusClient
 from pymilvus.client.types import LoadState, Status
 from pymilvus.exceptions import MilvusUnavailableException
 
-from resources.records import VectorHit
-from resources.scope import Scope, ScopeError
 from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore, VectorStoreError
+from schemas.records import VectorHit
+from schemas.scope import Scope, ScopeError
 
 T = TypeVar("T")
 

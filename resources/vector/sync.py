@@ -13,8 +13,8 @@ from typing import Any
 
 import polars as pl
 
-from resources.scope import Scope
 from resources.vector.base import VectorStore
+from schemas.scope import Scope
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,10 +23,10 @@ from recall.auth import KeyRing, add_key
 from recall.service import RecallService
 from resources.graph.sqlite import SqliteGraphStore
 from resources.models.base import EmbeddingProvider
-from resources.records import EntityRecord, FactRecord
-from resources.scope import Scope
 from resources.vector.milvus import MilvusVectorStore
 from schemas import ids
+from schemas.records import EntityRecord, FactRecord
+from schemas.scope import Scope
 
 DIM = 64
 T0 = datetime(2025, 6, 1, tzinfo=UTC)

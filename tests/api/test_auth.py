@@ -23,7 +23,7 @@ from recall.auth import (
     remove_key,
 )
 from recall.service import RecallService
-from resources.scope import Scope
+from schemas.scope import Scope
 from tests.api.conftest import World, bearer
 
 RECALL = {"tenant": "acme/payments", "query": "which database does LedgerCore use?"}

@@ -14,8 +14,7 @@ from memflow.landing import UPSERT_TOOL, read_landing_file
 from recall.api import create_app
 from recall.auth import KeyRing
 from recall.service import RecallService
-from resources.configurable import MemflowPaths
-from resources.scope import Scope
+from schemas.scope import Scope
 from tests.api.conftest import T0, World, bearer
 
 ACME = "acme/payments"
@@ -213,11 +212,10 @@ def test_triples_are_landed_as_one_tool_turn_that_the_pipeline_reads_with_the_sa
     assert read.rejects.height == 0 and read.turns.height == 1
 
     # The pipeline's own path (raw_turns read + extraction) computes the ids the API returned.
-    from assets.turns import read_tenant_day
+    from memflow.turns import read_tenant_day
 
-    paths = MemflowPaths(landing_dir=str(landing), data_dir=str(tmp_path / "data"))
     scope = Scope.parse(ACME)
-    turns, _rejects, _ = read_tenant_day(paths, scope, read.days[0])
+    turns, _rejects, _ = read_tenant_day(landing, scope, read.days[0])
     report = extract_day(scope, turns, None)
     assert report.rejects.height == 0
     assert report.triples["triple_id"].to_list() == [t["triple_id"] for t in body["triples"]]

@@ -25,7 +25,7 @@ from fastapi.testclient import TestClient
 from recall.api import create_app
 from recall.auth import KeyRing
 from recall.service import RecallService
-from resources.scope import Scope, ScopeError
+from schemas.scope import Scope, ScopeError
 from tests.api.conftest import PRIVATE, SHARED, World
 
 SEED = 20260101

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from memflow.recall_cli import parse_as_of, recall_once
-from memflow.serve import build_service, create_server_app, current_settings, keys_file
 from recall.auth import add_key
+from recall.server import build_service, create_server_app
+from recall.terminal import parse_as_of, recall_once
 from resources.graph.sqlite import SqliteGraphStore
-from resources.scope import Scope
+from resources.settings import Settings
+from schemas.scope import Scope
 from tests.api.conftest import bearer, load_graph
 
 ACME = Scope("acme", "payments")
@@ -38,13 +39,13 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def test_settings_name_the_keys_file(data_dir: Path, monkeypatch: pytest.MonkeyPatch):
-    assert keys_file(current_settings()) == data_dir / "api-keys.json"
+    assert Settings.from_env().keys_file == data_dir / "api-keys.json"
     monkeypatch.setenv("MEMFLOW_API_KEYS_FILE", "/etc/memflow/keys.json")
-    assert keys_file(current_settings()) == Path("/etc/memflow/keys.json")
+    assert Settings.from_env().keys_file == Path("/etc/memflow/keys.json")
 
 
 def test_build_service_without_an_embedder_answers_by_names(data_dir: Path):
-    built = build_service(current_settings())
+    built = build_service(Settings.from_env())
     try:
         assert built.service.vector_leg.vectors is None
         answer = built.service.recall(ACME, "what does LedgerCore use?")
@@ -55,7 +56,7 @@ def test_build_service_without_an_embedder_answers_by_names(data_dir: Path):
 
 def test_recall_cli_prints_a_readable_answer(data_dir: Path):
     out = io.StringIO()
-    assert recall_once(ACME, "what does LedgerCore depend on?", out=out) == 0
+    assert recall_once(Settings.from_env(), ACME, "what does LedgerCore depend on?", out=out) == 0
     text = out.getvalue()
     assert text.startswith("acme/payments: 'what does LedgerCore depend on?'")
     assert "mode names, ranking auto" in text
@@ -69,7 +70,9 @@ def test_recall_cli_prints_a_readable_answer(data_dir: Path):
 
 def test_recall_cli_json_and_as_of(data_dir: Path):
     out = io.StringIO()
-    code = recall_once(ACME, "LedgerCore", as_json=True, as_of="2025-06-01T01:30:00Z", out=out)
+    code = recall_once(
+        Settings.from_env(), ACME, "LedgerCore", as_json=True, as_of="2025-06-01T01:30:00Z", out=out
+    )
     assert code == 0
     answer = json.loads(out.getvalue())
     assert answer["as_of"] == "2025-06-01T01:30:00Z" and len(answer["facts"]) == 2
@@ -77,17 +80,17 @@ def test_recall_cli_json_and_as_of(data_dir: Path):
 
 
 def test_recall_cli_failures(data_dir: Path, capsys: pytest.CaptureFixture[str]):
-    assert recall_once(Scope("acme", "nothing"), "LedgerCore") == 1
+    assert recall_once(Settings.from_env(), Scope("acme", "nothing"), "LedgerCore") == 1
     assert "nothing stored for acme/nothing" in capsys.readouterr().err
-    assert recall_once(ACME, "LedgerCore", ranking="semantic") == 1
+    assert recall_once(Settings.from_env(), ACME, "LedgerCore", ranking="semantic") == 1
     assert "semantic ranking unavailable (no_vector_store)" in capsys.readouterr().err
-    assert recall_once(ACME, "LedgerCore", as_of="last tuesday") == 2
-    assert recall_once(ACME, "LedgerCore", ranking="best") == 2
+    assert recall_once(Settings.from_env(), ACME, "LedgerCore", as_of="last tuesday") == 2
+    assert recall_once(Settings.from_env(), ACME, "LedgerCore", ranking="best") == 2
 
 
 def test_server_app_opens_the_stores_at_startup(data_dir: Path):
-    key = add_key(keys_file(current_settings()), "acme", ["payments"])
-    app = create_server_app()
+    key = add_key(Settings.from_env().keys_file, "acme", ["payments"])
+    app = create_server_app(Settings.from_env())
     with TestClient(app) as client:
         health = client.get("/healthz").json()
         assert health["graph"] == {"ok": True, "backend": "sqlite"} and health["vectors"] is None
@@ -124,7 +127,7 @@ def test_a_previous_embedding_model_keeps_serving_during_a_re_embed(
             "MEMFLOW_PREVIOUS_EMBEDDING_MODEL": "hash-a",
         }.items():
             monkeypatch.setenv(name, value)
-        built = build_service(current_settings(), warm_up=False)
+        built = build_service(Settings.from_env(), warm_up=False)
         try:
             leg = built.service.vector_leg
             assert leg.current_model == "hash-b"

@@ -17,7 +17,7 @@ import pytest
 
 from resources.graph.base import GraphStore
 from resources.graph.factory import open_graph_store
-from resources.scope import Scope
+from schemas.scope import Scope
 from tests.support.gremlin import GremlinServerUnavailable, acquire_server, release_server
 
 # gremlin: the portable fold/coalesce upserts (the default); gremlin-inject: new rows inserted

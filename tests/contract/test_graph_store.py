@@ -21,8 +21,8 @@ from resources.graph.base import GraphStore, GraphStoreError
 from resources.graph.factory import open_graph_store
 from resources.graph.sqlite import SqliteGraphStore
 from resources.graph.sync import graph_equals_table, records_from_tables, sync_graph
-from resources.records import EntityRecord, FactRecord
-from resources.scope import Scope
+from schemas.records import EntityRecord, FactRecord
+from schemas.scope import Scope
 from schemas.tables import ENTITIES, FACTS
 from tests.contract.conftest import GraphBackend
 
@@ -585,8 +585,8 @@ import json, sys
 from datetime import UTC, datetime
 from resources.graph.factory import open_graph_store
 from resources.graph.sqlite import SqliteGraphStore
-from resources.records import EntityRecord, FactRecord
-from resources.scope import Scope
+from schemas.records import EntityRecord, FactRecord
+from schemas.scope import Scope
 
 args = json.loads(sys.argv[1])
 scope = Scope(args["tenant_id"], args["ns"])

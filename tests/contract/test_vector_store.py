@@ -19,7 +19,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from resources.scope import Scope, ScopeError
 from resources.vector.base import VectorStoreError
 from resources.vector.factory import open_vector_store
 from resources.vector.lite_server import (
@@ -30,6 +29,7 @@ from resources.vector.lite_server import (
 )
 from resources.vector.milvus import MilvusVectorStore, literal, scope_filter
 from resources.vector.sync import sync_vectors, vectors_equal_table
+from schemas.scope import Scope, ScopeError
 from tests.support.milvus import fresh_scope, lite_server_dir, vector_store  # noqa: F401
 
 pytestmark = pytest.mark.slow

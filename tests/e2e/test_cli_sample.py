@@ -13,9 +13,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from memflow.sample_landing import OVER_CAP_TENANT, PLANTED_SECRETS, SAMPLE_TENANTS
 from resources.vector.lite_server import stop_lite_server
 from tests.support.embeddings_server import EmbeddingsServer
+from tests.support.sample_landing import OVER_CAP_TENANT, PLANTED_SECRETS, SAMPLE_TENANTS
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def memflow(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "memflow.cli", *args],
+        [sys.executable, "-m", "pipelines.cli", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -7,17 +7,17 @@ import sys
 
 from dagster import DagsterInstance, materialize
 
+from assets.partitions import TENANTS, scope_day_key
 from pipelines.definitions import ALL_ASSETS
 from pipelines.io import ParquetTablesIOManager
-from pipelines.partitions import TENANTS, tenant_day_key
 from resources.configurable import (
     EmbeddingModelResource,
     ExtractionModelResource,
     GraphStoreResource,
-    MemflowPaths,
+    Storage,
     VectorStoreResource,
 )
-from resources.scope import Scope
+from schemas.scope import Scope
 
 
 def main() -> int:
@@ -38,7 +38,7 @@ def main() -> int:
     )
     resources = {
         "tables": ParquetTablesIOManager(data_dir=args.data),
-        "paths": MemflowPaths(landing_dir=args.landing, data_dir=args.data),
+        "storage": Storage(landing_dir=args.landing, data_dir=args.data),
         "extraction": ExtractionModelResource(provider="none"),
         "embedding": embedding,
         "graph": GraphStoreResource(backend="sqlite", data_dir=args.data),
@@ -47,7 +47,7 @@ def main() -> int:
     with DagsterInstance.local_temp(args.home) as instance:
         if scope.key not in instance.get_dynamic_partitions(TENANTS):
             instance.add_dynamic_partitions(TENANTS, [scope.key])
-        key = tenant_day_key(scope, args.day) if args.day else scope.key
+        key = scope_day_key(scope, args.day) if args.day else scope.key
         result = materialize(
             ALL_ASSETS,
             selection=args.select,

@@ -13,15 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from memflow.embedding import vector_table
 from resources.graph.sqlite import SqliteGraphStore
 from resources.graph.sync import graph_equals_table
-from resources.scope import Scope
 from resources.tables import TableStore
 from resources.vector.factory import open_vector_store
-from resources.vector.ledger import EmbeddingLedger
+from resources.vector.ledger import EmbeddingLedger, vector_table
 from resources.vector.lite_server import stop_lite_server
 from resources.vector.sync import vectors_equal_table
+from schemas.scope import Scope
 from tests.pipeline.landing_fixtures import save, write_jsonl
 from tests.support.embeddings_server import EmbeddingsServer, Fault
 

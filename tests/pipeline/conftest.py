@@ -10,7 +10,7 @@ from resources.configurable import (
     EmbeddingModelResource,
     ExtractionModelResource,
     GraphStoreResource,
-    MemflowPaths,
+    Storage,
     VectorStoreResource,
 )
 from tests.pipeline.landing_fixtures import small_landing
@@ -37,7 +37,7 @@ def instance():
 def make_resources(landing: Path, data_dir: Path, **overrides: object) -> dict:
     res = {
         "tables": ParquetTablesIOManager(data_dir=str(data_dir)),
-        "paths": MemflowPaths(landing_dir=str(landing), data_dir=str(data_dir)),
+        "storage": Storage(landing_dir=str(landing), data_dir=str(data_dir)),
         "extraction": ExtractionModelResource(provider="none"),
         "embedding": EmbeddingModelResource(provider="none"),
         "graph": GraphStoreResource(backend="sqlite", data_dir=str(data_dir)),

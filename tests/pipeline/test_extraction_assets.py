@@ -8,12 +8,12 @@ from pathlib import Path
 import polars as pl
 from dagster import AssetKey, materialize
 
+from assets.partitions import TENANTS, scope_day_key
 from pipelines.definitions import ALL_ASSETS
 from pipelines.jobs import INGEST_ASSETS
-from pipelines.partitions import TENANTS, tenant_day_key
-from resources.configurable import ExtractionModelResource, MemflowPaths
-from resources.scope import Scope
+from resources.configurable import ExtractionModelResource, Storage
 from resources.tables import TableStore
+from schemas.scope import Scope
 from tests.pipeline.conftest import make_resources
 from tests.pipeline.landing_fixtures import SECRET_PASSWORD
 from tests.support.openai_chat_server import OpenAIChatServer, Scripted
@@ -27,7 +27,7 @@ def run_ingest(instance, landing: Path, data_dir: Path, **res):
     return materialize(
         ALL_ASSETS,
         selection=INGEST_ASSETS,
-        partition_key=tenant_day_key(ACME, DAY),
+        partition_key=scope_day_key(ACME, DAY),
         instance=instance,
         resources=make_resources(landing, data_dir, **res),
         raise_on_error=False,
@@ -112,9 +112,7 @@ def test_retention_zero_drops_text_once_extracted_keeping_ids_and_hashes(
             "extraction": ExtractionModelResource(
                 provider="openai", base_url=server.url, model="m"
             ),
-            "paths": MemflowPaths(
-                landing_dir=str(landing), data_dir=str(data_dir), retention_days=0
-            ),
+            "storage": Storage(landing_dir=str(landing), data_dir=str(data_dir), retention_days=0),
         }
         assert run_ingest(instance, landing, data_dir, **res).success
     turns = TableStore(data_dir).read("raw_turns", ACME, DAY)

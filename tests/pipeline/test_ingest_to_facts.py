@@ -8,11 +8,11 @@ from pathlib import Path
 import polars as pl
 from dagster import AssetKey, materialize
 
+from assets.partitions import TENANTS, scope_day_key
 from pipelines.definitions import ALL_ASSETS
 from pipelines.jobs import INGEST_ASSETS
-from pipelines.partitions import TENANTS, tenant_day_key
-from resources.scope import Scope
 from resources.tables import TableStore
+from schemas.scope import Scope
 from tests.pipeline.conftest import make_resources
 from tests.pipeline.landing_fixtures import SECRET_PASSWORD, SECRET_TOKEN
 
@@ -24,7 +24,7 @@ def ingest(instance, landing: Path, data_dir: Path, scope: Scope, day: str, **re
     return materialize(
         ALL_ASSETS,
         selection=INGEST_ASSETS,
-        partition_key=tenant_day_key(scope, day),
+        partition_key=scope_day_key(scope, day),
         instance=instance,
         resources=make_resources(landing, data_dir, **res),
     )

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, AssetSelection, materialize
 
+from assets.partitions import TENANTS, scope_day_key
 from pipelines.definitions import ALL_ASSETS
 from pipelines.jobs import INGEST_ASSETS
-from pipelines.partitions import TENANTS, tenant_day_key
 from resources.configurable import EmbeddingModelResource
-from resources.scope import Scope
 from resources.vector.factory import open_vector_store
 from resources.vector.lite_server import stop_lite_server
+from schemas.scope import Scope
 from tests.pipeline.conftest import make_resources
 from tests.support.embeddings_server import EmbeddingsServer
 
@@ -73,7 +73,7 @@ def test_one_run_for_many_tenants_then_model_change_replays_per_model(
                 ALL_ASSETS,
                 selection=INGEST_ASSETS,
                 instance=instance,
-                partition_key=tenant_day_key(scope, day),
+                partition_key=scope_day_key(scope, day),
                 resources=res,
             ).success
         result = materialize(

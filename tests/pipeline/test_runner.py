@@ -6,21 +6,22 @@ from pathlib import Path
 
 import pytest
 
-from memflow import settings
-from memflow.runner import run_all
-from resources.scope import Scope
+from pipelines.runner import run_all
+from pipelines.settings import resolve
+from resources.settings import DEFAULTS
 from resources.tables import TableStore
 from resources.vector.lite_server import stop_lite_server
+from schemas.scope import Scope
 from tests.pipeline.landing_fixtures import small_landing
 
 
 def test_run_all_for_a_subset_of_tenants(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     landing, data = small_landing(tmp_path / "landing"), tmp_path / "data"
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
-    for name in list(settings.SETTINGS):
+    for name in DEFAULTS:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MEMFLOW_EMBEDDER", "none")
-    settings.apply(
+    resolve(
         {"MEMFLOW_LANDING_DIR": str(landing), "MEMFLOW_DATA_DIR": str(data)}, tmp_path / "no.env"
     )
     try:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from dagster import SensorResult, SkipReason, build_sensor_context
 
-from pipelines.partitions import TENANTS
+from assets.partitions import TENANTS
 from pipelines.sensors import landing_sensor, scan_landing
-from resources.configurable import MemflowPaths
+from resources.configurable import Storage
 from tests.pipeline.landing_fixtures import save, write_jsonl
 
 
@@ -54,8 +54,8 @@ def test_a_changed_file_requests_only_its_days_with_a_new_run_key(landing: Path)
 
 
 def test_sensor_adds_partitions_and_requests_runs(instance, landing: Path, data_dir: Path) -> None:
-    paths = MemflowPaths(landing_dir=str(landing), data_dir=str(data_dir))
-    ctx = build_sensor_context(instance=instance, resources={"paths": paths})
+    paths = Storage(landing_dir=str(landing), data_dir=str(data_dir))
+    ctx = build_sensor_context(instance=instance, resources={"storage": paths})
     result = landing_sensor(ctx)
     assert isinstance(result, SensorResult)
     assert len(result.run_requests) == 3
@@ -66,7 +66,9 @@ def test_sensor_adds_partitions_and_requests_runs(instance, landing: Path, data_
         "globex/ml",
     }
     instance.add_dynamic_partitions(TENANTS, list(add.partition_keys))
-    ctx2 = build_sensor_context(instance=instance, resources={"paths": paths}, cursor=result.cursor)
+    ctx2 = build_sensor_context(
+        instance=instance, resources={"storage": paths}, cursor=result.cursor
+    )
     assert isinstance(landing_sensor(ctx2), SkipReason)
     assert set(json.loads(result.cursor)) == {
         "acme/api/session-1.jsonl",
@@ -75,6 +77,6 @@ def test_sensor_adds_partitions_and_requests_runs(instance, landing: Path, data_
 
 
 def test_sensor_skips_a_missing_landing_zone(instance, tmp_path: Path) -> None:
-    paths = MemflowPaths(landing_dir=str(tmp_path / "nope"), data_dir=str(tmp_path))
-    result = landing_sensor(build_sensor_context(instance=instance, resources={"paths": paths}))
+    paths = Storage(landing_dir=str(tmp_path / "nope"), data_dir=str(tmp_path))
+    result = landing_sensor(build_sensor_context(instance=instance, resources={"storage": paths}))
     assert isinstance(result, SkipReason)

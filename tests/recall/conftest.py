@@ -13,11 +13,11 @@ import pytest
 from resources.graph.base import GraphStore
 from resources.graph.sqlite import SqliteGraphStore
 from resources.models.base import EmbeddingProvider
-from resources.records import EntityRecord, FactRecord
-from resources.scope import Scope
 from resources.vector.base import VectorStore
 from resources.vector.milvus import MilvusVectorStore
 from schemas.ids import entity_id, fact_id, norm_key, sha256_text
+from schemas.records import EntityRecord, FactRecord
+from schemas.scope import Scope
 from tests.support.embeddings_server import hash_vector
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
+from recall.answers import RecallAnswer
 from recall.cache import ScopeIndexCache
-from recall.models import RecallAnswer
 from recall.service import RecallService
 from resources.graph.sqlite import SqliteGraphStore
 from tests.recall.conftest import T0, Memory

@@ -8,12 +8,12 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from recall.models import NOTICE, RecallAnswer, RecallError, SemanticUnavailable
+from recall.answers import NOTICE, RecallAnswer, RecallError, SemanticUnavailable
 from recall.service import RecallConfig, RecallService
 from resources.graph.sqlite import SqliteGraphStore
 from resources.models.openai_embeddings import OpenAIEmbeddingProvider
-from resources.scope import Scope
 from resources.vector.milvus import MilvusVectorStore
+from schemas.scope import Scope
 from tests.recall.conftest import T0, Memory, TableEmbedder
 from tests.support.embeddings_server import EmbeddingsServer, Fault
 

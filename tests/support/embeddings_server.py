@@ -151,7 +151,7 @@ class EmbeddingsServer:
 
 
 class HashEmbeddingProvider(EmbeddingProvider):
-    """In-process `hash_vector`s: what `memflow.embed_server` serves in its tests."""
+    """In-process `hash_vector`s: what `resources.models.embed_server` serves in its tests."""
 
     kind = "hash"
 

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from resources.scope import Scope
 from resources.vector.factory import open_vector_store
 from resources.vector.lite_server import ensure_lite_server, stop_lite_server
 from resources.vector.milvus import Layout, MilvusVectorStore
+from schemas.scope import Scope
 
 BACKENDS = ("lite-file", "lite-server", "lite-server-partition-key")
 

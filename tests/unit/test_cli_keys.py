@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from memflow.cli import main
+from pipelines.cli import main
 from recall.auth import hash_key
 
 

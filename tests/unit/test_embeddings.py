@@ -20,14 +20,14 @@ import polars as pl
 import pytest
 import uvicorn
 
-from memflow.embed_server import create_app
-from memflow.embedding import embed_missing, vector_table
+from memflow.embedding import embed_missing
 from resources.models.base import ModelError
+from resources.models.embed_server import create_app
 from resources.models.guard import NonLocalEndpointError
 from resources.models.openai_embeddings import OpenAIEmbeddingProvider
-from resources.scope import Scope
-from resources.vector.ledger import EmbeddingLedger
+from resources.vector.ledger import EmbeddingLedger, vector_table
 from schemas.ids import sha256_text
+from schemas.scope import Scope
 from tests.support.embeddings_server import (
     EmbeddingsServer,
     Fault,

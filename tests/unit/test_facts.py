@@ -6,10 +6,10 @@ import polars as pl
 import pytest
 
 from memflow.facts import build_facts
-from resources.scope import Scope
 from schemas import rules
 from schemas.contracts import EntityContract, FactContract
 from schemas.rules import Reason
+from schemas.scope import Scope
 from schemas.triples import TurnContext, items_to_triples, triples_frame
 
 SCOPE = Scope("acme", "api")
@@ -139,7 +139,7 @@ def test_a_foreign_scope_triple_is_an_error() -> None:
 
 
 def test_retention_of_n_days_drops_old_text_and_keeps_ids_and_hashes() -> None:
-    from assets.turns import apply_retention
+    from memflow.turns import apply_retention
 
     now = datetime(2026, 11, 30, tzinfo=UTC)
     turns = pl.DataFrame(

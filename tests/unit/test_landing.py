@@ -23,7 +23,7 @@ from memflow.landing import (
     read_landing_file,
     scope_of_file,
 )
-from resources.scope import Scope, ScopeError
+from schemas.scope import Scope, ScopeError
 
 TRIPLES = {"triples": [{"subject": "payments-api", "predicate": "USES", "object": "Valkey 8"}]}
 

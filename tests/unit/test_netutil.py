@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from memflow.netutil import ServerExited, free_port, wait_for_http
+from bench.netutil import ServerExited, free_port, wait_for_http
 
 
 class _Health(BaseHTTPRequestHandler):

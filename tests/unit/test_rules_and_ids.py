@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from resources.scope import Scope, ScopeError
 from schemas import ids, rules
+from schemas.scope import Scope, ScopeError
 
 
 @pytest.mark.parametrize(

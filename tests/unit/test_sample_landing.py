@@ -12,10 +12,10 @@ from typing import Any
 import polars as pl
 import pytest
 
-from memflow import sample_landing as sample
 from memflow.landing import LandingRead, discover, read_landing_file
-from resources.scope import Scope
 from schemas.ids import norm_key
+from schemas.scope import Scope
+from tests.support import sample_landing as sample
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,7 +71,7 @@ def test_regenerating_replaces_stale_landing_files_only(tmp_path: Path) -> None:
 def test_the_committed_sample_is_what_the_generator_writes(generated: Path) -> None:
     committed = REPO_ROOT / "landing-sample"
     ours, theirs = files_of(generated), files_of(committed)
-    assert sorted(theirs) == sorted(ours), "run `python -m memflow.sample_landing` to refresh"
+    assert sorted(theirs) == sorted(ours), "run `python -m tests.support.sample_landing` to refresh"
     for name, data in ours.items():
         if name.endswith(".parquet"):  # bytes depend on the Parquet writer's version
             assert pl.read_parquet(committed / name).equals(pl.read_parquet(generated / name))

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+from schemas.rules import SCOPE_PART
+
+_PART = re.compile(SCOPE_PART)
 
 
 class ScopeError(ValueError):
@@ -23,7 +25,7 @@ class Scope:
         for label, value in (("tenant_id", self.tenant_id), ("ns", self.ns)):
             if not isinstance(value, str) or not value:
                 raise ScopeError(f"{label} is required")
-            if not _PART.match(value) or ".." in value:
+            if not _PART.fullmatch(value) or ".." in value:
                 raise ScopeError(
                     f"{label} {value!r} is not a valid name "
                     "(letters, digits, '.', '_', '-'; at most 100 characters)"

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from memflow.landing import JSONL_SUFFIX, MAX_LINE_BYTES, UPSERT_TOOL
-from resources.scope import Scope
+from schemas.scope import Scope
 
 FILE_PREFIX = "api-"
 

@@ -11,8 +11,9 @@ import sys
 from datetime import UTC, datetime
 from typing import TextIO
 
-from recall.models import RANKINGS, RecallAnswer, RecalledFact, RecallError, SemanticUnavailable
-from resources.scope import Scope
+from recall.answers import RANKINGS, RecallAnswer, RecalledFact, RecallError, SemanticUnavailable
+from resources.settings import Settings
+from schemas.scope import Scope
 
 
 def parse_as_of(value: datetime | str | None) -> datetime | None:
@@ -27,6 +28,7 @@ def parse_as_of(value: datetime | str | None) -> datetime | None:
 
 
 def recall_once(
+    cfg: Settings,
     scope: Scope,
     question: str,
     *,
@@ -37,7 +39,7 @@ def recall_once(
 ) -> int:
     """Answer `question` for `scope` and print it. Exit status: 0 answered, 1 nothing stored
     for the tenant or semantic ranking unavailable, 2 bad arguments."""
-    from memflow.serve import build_service, current_settings
+    from recall.server import build_service
 
     out = out or sys.stdout
     if ranking not in RANKINGS:
@@ -48,7 +50,7 @@ def recall_once(
     except ValueError:
         print(f"memflow: --as-of {as_of!r} is not an ISO-8601 time", file=sys.stderr)
         return 2
-    built = build_service(current_settings())
+    built = build_service(cfg)
     try:
         counts = built.service.graph.counts(scope)
         if not counts["entities"] and not counts["facts"]:

@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from schemas.tables import Asset
+
+if TYPE_CHECKING:
+    from resources.settings import Settings
 
 SAMPLE_QUESTION = "which database does the payments service use?"
 
@@ -16,19 +21,21 @@ def _common(p: argparse.ArgumentParser, landing: bool = False) -> None:
         p.add_argument("--landing", help="landing zone (default ./landing-sample)")
 
 
-def _settings(args: argparse.Namespace) -> dict[str, str]:
-    from memflow import settings
+def _settings(args: argparse.Namespace) -> Settings:
+    """The one resolution of this command's settings (flags > env > .env > defaults)."""
+    from pipelines.settings import resolve
 
-    return settings.apply(
+    return resolve(
         {
             "MEMFLOW_DATA_DIR": getattr(args, "data", None),
             "MEMFLOW_LANDING_DIR": getattr(args, "landing", None),
+            "MEMFLOW_API_KEYS_FILE": getattr(args, "keys", None),
         }
     )
 
 
 def _scope(text: str):
-    from resources.scope import Scope, ScopeError
+    from schemas.scope import Scope, ScopeError
 
     try:
         return Scope.parse(text)
@@ -42,8 +49,8 @@ def _print_json(value: Any) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     cfg = _settings(args)
-    from memflow.report import format_summary, tenant_summary
-    from memflow.runner import run_all, terminal_progress
+    from pipelines.runner import run_all, terminal_progress
+    from pipelines.status import format_summary, tenant_summary
     from resources.tables import TableStore
 
     outcome = run_all(
@@ -59,7 +66,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 1
     tables = TableStore(cfg["MEMFLOW_DATA_DIR"])
     rows = [tenant_summary(tables, s) for s in outcome.tenants]
-    _attach_store_counts(rows, outcome.tenants)
+    _attach_store_counts(rows, outcome.tenants, cfg)
     print(
         f"memflow run: {len(outcome.tenants)} tenant(s), {outcome.ingest_runs} ingest run(s), "
         f"{outcome.seconds:.1f} s"
@@ -68,25 +75,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.question is not None:
         question = args.question or SAMPLE_QUESTION
         tenant = _scope(args.recall_tenant) if args.recall_tenant else outcome.tenants[0]
-        return _recall_print(tenant, question, ranking="auto", as_of=None, as_json=False)
+        return _recall_print(cfg, tenant, question, ranking="auto", as_of=None, as_json=False)
     return 0
 
 
-def _attach_store_counts(rows: list[dict], scopes: list) -> None:
-    from memflow.status import store_counts
+def _attach_store_counts(rows: list[dict], scopes: list, cfg: Settings) -> None:
+    from pipelines.status import store_counts
 
-    counts = store_counts(scopes)
+    counts = store_counts(scopes, cfg)
     for row in rows:
         row.update(counts.get(row["tenant"], {}))
 
 
-def _recall_print(scope, question: str, *, ranking: str, as_of, as_json: bool) -> int:
+def _recall_print(
+    cfg: Settings, scope, question: str, *, ranking: str, as_of, as_json: bool
+) -> int:
     try:
-        from memflow.recall_cli import recall_once
+        from recall.terminal import recall_once
     except ImportError as exc:  # recall service not installed in this build
         print(f"memflow: recall unavailable: {exc}", file=sys.stderr)
         return 1
-    return recall_once(scope, question, ranking=ranking, as_of=as_of, as_json=as_json)
+    return recall_once(cfg, scope, question, ranking=ranking, as_of=as_of, as_json=as_json)
 
 
 def cmd_table(args: argparse.Namespace, asset: str, columns: list[str]) -> int:
@@ -111,21 +120,21 @@ def cmd_table(args: argparse.Namespace, asset: str, columns: list[str]) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     cfg = _settings(args)
-    from memflow.status import status
+    from pipelines.status import status
 
     report = status(cfg)
     if args.json:
         _print_json(report)
     else:
-        from memflow.status import format_status
+        from pipelines.status import format_status
 
         print(format_status(report))
     return 0
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    _settings(args)
     return _recall_print(
+        _settings(args),
         _scope(args.tenant),
         args.question,
         ranking=args.ranking,
@@ -136,24 +145,14 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     cfg = _settings(args)
-    from memflow.serve import serve
+    from recall.server import serve
 
-    serve(
-        args.host,
-        args.port,
-        data_dir=cfg["MEMFLOW_DATA_DIR"],
-        landing_dir=cfg["MEMFLOW_LANDING_DIR"],
-        keys_file_path=args.keys,
-        public_metrics=args.public_metrics,
-    )
+    serve(cfg, args.host, args.port, public_metrics=args.public_metrics)
     return 0
 
 
 def _keys_path(args: argparse.Namespace) -> str:
-    cfg = _settings(args)
-    from memflow.serve import keys_file
-
-    return args.keys or str(keys_file(cfg))
+    return str(_settings(args).keys_file)
 
 
 def cmd_keys_list(args: argparse.Namespace) -> int:
@@ -219,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(
         func=lambda a: cmd_table(
             a,
-            "validated_facts",
+            Asset.VALIDATED_FACTS,
             [
                 "subject",
                 "predicate",
@@ -241,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50)
     p.set_defaults(
         func=lambda a: cmd_table(
-            a, "quarantine", ["stage", "reason", "detail", "source_file", "line_no", "turn_id"]
+            a, Asset.QUARANTINE, ["stage", "reason", "detail", "source_file", "line_no", "turn_id"]
         )
     )
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 from dagster import AssetSelection, DagsterInstance, materialize
 
-from assets.turns import file_days
+from assets.partitions import TENANTS, scope_day_key
 from memflow import landing
+from memflow.turns import file_days
 from pipelines.definitions import ALL_ASSETS, defs
 from pipelines.jobs import INGEST_ASSETS, TENANT_ASSETS
-from pipelines.partitions import TENANTS, tenant_day_key
-from resources.scope import Scope
+from schemas.scope import Scope
 
 
 @dataclass
@@ -93,7 +93,7 @@ def run_all(
         materialize(
             ALL_ASSETS,
             selection=INGEST_ASSETS,
-            partition_key=tenant_day_key(scope, day),
+            partition_key=scope_day_key(scope, day),
             instance=instance,
             resources=resources,
             run_config=QUIET,

@@ -9,18 +9,18 @@ from dagster import (
     MultiPartitionsDefinition,
 )
 
-from resources.scope import Scope
+from schemas.scope import Scope
 
 TENANTS = "tenants"
-tenant_partitions = DynamicPartitionsDefinition(name=TENANTS)
+scope_partitions = DynamicPartitionsDefinition(name=TENANTS)
 # end_offset=1: today's partition exists while today's turns are still arriving.
 day_partitions = DailyPartitionsDefinition(start_date="2025-01-01", end_offset=1)
-tenant_day_partitions = MultiPartitionsDefinition(
-    {"tenant": tenant_partitions, "day": day_partitions}
+scope_day_partitions = MultiPartitionsDefinition(
+    {"tenant": scope_partitions, "day": day_partitions}
 )
 
 
-def tenant_day_key(scope: Scope, day: str) -> MultiPartitionKey:
+def scope_day_key(scope: Scope, day: str) -> MultiPartitionKey:
     return MultiPartitionKey({"tenant": scope.key, "day": day})
 
 

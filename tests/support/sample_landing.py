@@ -1,6 +1,6 @@
 """The bundled sample landing zone: coding-agent sessions of four repos, made deterministically.
 
-``python -m memflow.sample_landing [--out DIR]`` (re)writes ``landing-sample/``; the same code
+``python -m tests.support.sample_landing [--out DIR]`` (re)writes ``landing-sample/``; the same code
 always writes byte-identical files. The sample carries what the pipeline has to cope with:
 decisions and conventions stated in text (for the local extraction model) and saved by the agent
 (``upsert_graph_triples``), spelling variants of one entity, a supersession, planted secrets in
@@ -27,7 +27,7 @@ from typing import Any
 import polars as pl
 
 from memflow.landing import LANDING_SUFFIXES, UPSERT_TOOL
-from resources.scope import Scope
+from schemas.scope import Scope
 
 SEED = 20261102
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "landing-sample"
@@ -1227,7 +1227,7 @@ def generate(out: str | Path = DEFAULT_OUT) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m memflow.sample_landing", description=__doc__.split("\n")[0]
+        prog="python -m tests.support.sample_landing", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="landing root to write")
     args = parser.parse_args(argv)

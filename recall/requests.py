@@ -1,6 +1,6 @@
 """Request and response models of the recall API, and its request bounds.
 
-Answers of the recall service are `recall.models`; these are what the HTTP layer adds: tenant
+Answers of the recall service are `recall.answers`; these are what the HTTP layer adds: tenant
 references, request bodies with their limits (published in the OpenAPI schema), acceptance
 answers of the write endpoints, the error body and the health answer.
 """
@@ -21,8 +21,9 @@ from pydantic import (
     model_validator,
 )
 
-from recall.models import Ranking
-from resources.scope import Scope, ScopeError
+from recall.answers import Ranking
+from schemas.rules import Role
+from schemas.scope import Scope, ScopeError
 
 # Field bounds, published in the OpenAPI schema.
 MAX_QUERY_CHARS = 4096
@@ -196,7 +197,7 @@ class TurnIn(_Request):
     session_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     turn_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     ts: AwareDatetime = Field(description="with a zone", examples=["2026-01-15T09:15:02Z"])
-    role: Literal["user", "assistant", "tool"]
+    role: Role
     content: str | None = Field(None, max_length=MAX_CONTENT_CHARS)
     client: str = Field(min_length=1, max_length=100, examples=["claude-code"])
     tool_name: str | None = Field(None, max_length=100)

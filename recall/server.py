@@ -6,87 +6,39 @@ Milvus Lite gRPC server memflow supervises for the data directory, reached by UR
 if no process has started it yet). Writes (``POST /v1/turns``, ``/v1/triples``) go to the
 landing zone the pipeline's sensor watches, never to the stores.
 
-Settings are the environment variables of `pipelines.resources.SETTINGS` (resolved by
-`memflow.settings.apply` in the CLI) plus ``MEMFLOW_API_KEYS_FILE`` (default
-``<data_dir>/api-keys.json``). Uvicorn's access log is off: request lines carry queries
-(``GET /v1/entities?q=...``), and queries may hold secrets.
+Settings arrive resolved (`resources.settings.Settings`, from `pipelines.settings.resolve` in
+the CLI); the keys file is ``MEMFLOW_API_KEYS_FILE`` (default ``<data_dir>/api-keys.json``).
+Uvicorn's access log is off: request lines carry queries (``GET /v1/entities?q=...``), and
+queries may hold secrets.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from fastapi import FastAPI
 
 from recall.api import create_app
 from recall.auth import KeyRing
 from recall.service import RecallService
-from resources.graph.base import GraphStore
 from resources.models.base import EmbeddingProvider, ModelError
+from resources.settings import Settings
 from resources.vector.base import VectorStore
 
-log = logging.getLogger("memflow.serve")
+log = logging.getLogger("recall.server")
 
-KEYS_FILE_SETTING = "MEMFLOW_API_KEYS_FILE"
-KEYS_FILE_NAME = "api-keys.json"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 
 
-def current_settings() -> dict[str, str]:
-    """Every setting as the process sees it now (after `memflow.settings.apply`), defaults
-    filled in. Read at call time, never at import."""
-    from pipelines.resources import SETTINGS
-
-    cfg = {name: os.environ.get(name, default) for name, default in SETTINGS.items()}
-    cfg.setdefault(KEYS_FILE_SETTING, os.environ.get(KEYS_FILE_SETTING, ""))
-    return cfg
-
-
-def keys_file(cfg: Mapping[str, str]) -> Path:
-    explicit = (cfg.get(KEYS_FILE_SETTING) or "").strip()
-    return Path(explicit) if explicit else Path(cfg["MEMFLOW_DATA_DIR"]) / KEYS_FILE_NAME
-
-
-def open_graph(cfg: Mapping[str, str]) -> GraphStore:
-    from resources.graph.factory import open_graph_store
-
-    return open_graph_store(
-        cfg["MEMFLOW_GRAPH_BACKEND"],
-        sqlite_path=str(Path(cfg["MEMFLOW_DATA_DIR"]) / "graph.sqlite"),
-        gremlin_url=cfg["MEMFLOW_GREMLIN_URL"],
-    )
-
-
-def open_vectors(cfg: Mapping[str, str]) -> VectorStore:
-    from resources.vector.factory import open_vector_store
-
-    return open_vector_store(
-        cfg["MEMFLOW_MILVUS_URI"] or None,
-        cfg["MEMFLOW_DATA_DIR"],
-        token=cfg["MEMFLOW_MILVUS_TOKEN"] or None,
-    )
-
-
-def embedder(cfg: Mapping[str, str], model: str | None = None) -> EmbeddingProvider | None:
+def embedder(cfg: Settings, model: str | None = None) -> EmbeddingProvider | None:
     """The configured embedding provider (None for `none`), built exactly as the pipeline
     builds it, so query vectors and entity vectors come from the same model. `model` builds
     the same kind of provider for another model name (the previous one, during a re-embed)."""
-    from resources.configurable import EmbeddingModelResource
-
-    return EmbeddingModelResource(
-        provider=cfg["MEMFLOW_EMBEDDER"],
-        base_url=cfg["MEMFLOW_EMBEDDING_URL"],
-        model=model or cfg["MEMFLOW_EMBEDDING_MODEL"],
-        api_key=cfg["MEMFLOW_EMBEDDING_API_KEY"],
-        command=cfg["MEMFLOW_EMBEDDING_COMMAND"],
-        allow_hosts=cfg["MEMFLOW_ALLOW_MODEL_HOSTS"],
-    ).build()
+    return cfg.embedder(model)
 
 
 @dataclass
@@ -105,12 +57,11 @@ class Built:
                 log.warning("closing failed: %s", type(exc).__name__)
 
 
-def build_service(cfg: Mapping[str, str] | None = None, *, warm_up: bool = True) -> Built:
+def build_service(cfg: Settings, *, warm_up: bool = True) -> Built:
     """A `RecallService` over the configured graph store, vector store and embedding model.
     With no embedder configured the service answers by names (and `auto` says so)."""
-    cfg = cfg or current_settings()
     closers: list[Callable[[], None]] = []
-    graph = open_graph(cfg)
+    graph = cfg.open_graph()
     closers.append(graph.close)
     try:
         provider = embedder(cfg)
@@ -126,7 +77,7 @@ def build_service(cfg: Mapping[str, str] | None = None, *, warm_up: bool = True)
                 if old is not None:
                     providers[old.model] = old
                     closers.append(old.close)
-            vectors = open_vectors(cfg)
+            vectors = cfg.open_vectors()
             closers.append(vectors.close)
             if warm_up:
                 _warm_up(provider)
@@ -152,12 +103,9 @@ def _warm_up(provider: EmbeddingProvider) -> None:
         log.warning("embedding model %s not ready: %s", provider.model, type(exc).__name__)
 
 
-def create_server_app(
-    cfg: Mapping[str, str] | None = None, *, public_metrics: bool = False
-) -> FastAPI:
+def create_server_app(cfg: Settings, *, public_metrics: bool = False) -> FastAPI:
     """The API app for these settings; stores are opened at startup, closed at shutdown."""
-    cfg = dict(cfg or current_settings())
-    path = keys_file(cfg)
+    path = cfg.keys_file
     keys = KeyRing(path)
     if keys.error:
         raise SystemExit(f"memflow serve: {keys.error}")
@@ -176,30 +124,24 @@ def create_server_app(
     return create_app(
         keys=keys,
         service_factory=factory,
-        landing_dir=cfg["MEMFLOW_LANDING_DIR"],
+        landing_dir=str(cfg.landing_dir),
         public_metrics=public_metrics,
         on_close=close,
     )
 
 
 def serve(
+    cfg: Settings,
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     *,
-    data_dir: str | None = None,
-    landing_dir: str | None = None,
-    keys_file_path: str | None = None,
     public_metrics: bool = False,
     log_level: str = "info",
 ) -> None:
-    """Run the API until interrupted. Flags override settings (env, then `.env`)."""
+    """Run the API on these settings until interrupted."""
     import uvicorn
 
-    from memflow import settings
-
-    cfg = settings.apply({"MEMFLOW_DATA_DIR": data_dir, "MEMFLOW_LANDING_DIR": landing_dir})
-    cfg[KEYS_FILE_SETTING] = keys_file_path or os.environ.get(KEYS_FILE_SETTING, "")
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     app = create_server_app(cfg, public_metrics=public_metrics)
-    log.info("keys file: %s", keys_file(cfg))
+    log.info("keys file: %s", cfg.keys_file)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)

@@ -9,14 +9,14 @@ import polars as pl
 from dagster import AssetExecutionContext, MetadataValue, RetryPolicy
 from dagster import Backoff as _Backoff
 
-from pipelines.partitions import split_key
-from resources.scope import Scope
+from assets.partitions import split_key
+from schemas.scope import Scope
 
 # Flaky I/O (a model server, a store) gets retried with backoff by Dagster itself.
 IO_RETRY = RetryPolicy(max_retries=3, delay=2, backoff=_Backoff.EXPONENTIAL)
 
 
-def tenant_scopes(context: AssetExecutionContext) -> Iterator[Scope]:
+def run_scopes(context: AssetExecutionContext) -> Iterator[Scope]:
     """Every tenant of this run: one, or many in a single-run backfill."""
     for key in context.partition_keys:
         yield split_key(key)[0]

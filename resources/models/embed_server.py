@@ -1,6 +1,6 @@
 """A small OpenAI-compatible embeddings server over an in-process embedding provider.
 
-    python -m memflow.embed_server --host 127.0.0.1 --port 8081 --model all-MiniLM-L6-v2
+    python -m resources.models.embed_server --host 127.0.0.1 --port 8081 --model all-MiniLM-L6-v2
 
 Serves `POST /v1/embeddings` (float or base64 encoding), `GET /v1/models` and `GET /health`.
 It has no authentication, so it binds to loopback only. The model is loaded before the port
@@ -92,7 +92,7 @@ def _loopback(host: str) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="memflow.embed_server", description=__doc__)
+    parser = argparse.ArgumentParser(prog="resources.models.embed_server", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind")
     parser.add_argument("--port", type=int, default=8081)
     parser.add_argument(

@@ -1,0 +1,173 @@
+"""`memflow status` and the CLI's run summary: per tenant, table rows, rejects by reason, what
+each store holds, embedding coverage and store-equals-table."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import polars as pl
+
+from resources.settings import Settings
+from resources.tables import TableStore
+from schemas.scope import Scope
+from schemas.tables import PER_DAY, TABLES, Asset
+
+
+def table_rows(tables: TableStore, scope: Scope) -> dict[str, int]:
+    rows: dict[str, int] = {}
+    for asset in PER_DAY:
+        df = tables.read_days(asset, scope)
+        rows[asset] = 0 if df is None else df.height
+    for asset in (a for a in TABLES if a not in PER_DAY):
+        df = tables.read(asset, scope)
+        rows[asset] = 0 if df is None else df.height
+    return rows
+
+
+def tenant_summary(tables: TableStore, scope: Scope) -> dict[str, Any]:
+    rows = table_rows(tables, scope)
+    quarantine = tables.read(Asset.QUARANTINE, scope)
+    reasons = Counter(quarantine["reason"].to_list()) if quarantine is not None else Counter()
+    turns = tables.read_days(Asset.RAW_TURNS, scope)
+    awaiting = 0
+    if turns is not None and turns.height:
+        awaiting = turns.filter(
+            pl.col("role").is_in(["user", "assistant"])
+            & pl.col("tool_triples").is_null()
+            & pl.col("content").is_not_null()
+        ).height
+    triples = tables.read_days(Asset.EXTRACTED_TRIPLES, scope)
+    model_triples = 0 if triples is None else triples.filter(pl.col("source") != "explicit").height
+    return {
+        "tenant": scope.key,
+        "turns": rows[Asset.RAW_TURNS],
+        "triples": rows[Asset.EXTRACTED_TRIPLES],
+        "facts": rows[Asset.VALIDATED_FACTS],
+        "entities": rows[Asset.ENTITIES],
+        "rejects": rows[Asset.QUARANTINE],
+        "rejects_by_reason": dict(sorted(reasons.items())),
+        "text_turns_awaiting_extraction": 0 if model_triples else awaiting,
+    }
+
+
+def format_summary(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{'tenant':<28} {'turns':>6} {'triples':>8} {'facts':>6} {'entities':>8} {'rejects':>8}"
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['tenant']:<28} {r['turns']:>6} {r['triples']:>8} {r['facts']:>6} "
+            f"{r['entities']:>8} {r['rejects']:>8}"
+        )
+        if r["rejects_by_reason"]:
+            reasons = ", ".join(f"{k} {v}" for k, v in r["rejects_by_reason"].items())
+            lines.append(f"    rejects by reason: {reasons}")
+        if r.get("text_turns_awaiting_extraction"):
+            lines.append(
+                f"    {r['text_turns_awaiting_extraction']} text turns await extraction "
+                "(no extractor configured: set MEMFLOW_EXTRACTOR)"
+            )
+        for key in ("graph", "vectors"):
+            if key in r:
+                lines.append(f"    {key}: {r[key]}")
+    return "\n".join(lines)
+
+
+def store_counts(scopes: list[Scope], cfg: Settings) -> dict[str, dict]:
+    graph, vectors = cfg.open_graph(), cfg.open_vectors()
+    out: dict[str, dict] = {}
+    try:
+        for scope in scopes:
+            counts = graph.counts(scope)
+            models = vectors.models(scope)
+            out[scope.key] = {
+                "graph": f"{counts['entities']} entities, {counts['facts']} facts "
+                f"({graph.backend})",
+                "vectors": ", ".join(f"{m}: {n} x {d}-dim" for m, (d, n) in models.items())
+                or "none",
+            }
+    finally:
+        graph.close()
+        vectors.close()
+    return out
+
+
+def status(cfg: Settings) -> dict[str, Any]:
+    from resources.graph.sync import graph_equals_table
+    from resources.vector.ledger import EmbeddingLedger, vector_table
+    from resources.vector.sync import vectors_equal_table
+
+    data_dir = cfg["MEMFLOW_DATA_DIR"]
+    tables = TableStore(data_dir)
+    scopes = sorted(
+        set(tables.scopes(Asset.VALIDATED_FACTS)) | set(tables.scopes(Asset.RAW_TURNS)),
+        key=lambda s: s.key,
+    )
+    model = cfg.embedding_model
+    graph, vectors = cfg.open_graph(), cfg.open_vectors()
+    ledger = EmbeddingLedger(data_dir)
+    tenants = []
+    try:
+        for scope in scopes:
+            rows = table_rows(tables, scope)
+            entities = tables.read(Asset.ENTITIES, scope)
+            facts = tables.read(Asset.VALIDATED_FACTS, scope)
+            entities = entities if entities is not None else pl.DataFrame()
+            facts = facts if facts is not None else pl.DataFrame()
+            graph_equal, graph_diff = graph_equals_table(graph, scope, entities, facts)
+            models = vectors.models(scope)
+            entry: dict[str, Any] = {
+                "tenant": scope.key,
+                "tables": rows,
+                "graph": {
+                    "backend": graph.backend,
+                    **graph.counts(scope),
+                    "equals_table": graph_equal,
+                    "diff": graph_diff,
+                },
+                "vectors": {m: {"dim": d, "vectors": n} for m, (d, n) in models.items()},
+                Asset.EMBEDDING_MODEL: model,
+            }
+            if model:
+                table = vector_table(
+                    ledger,
+                    model,
+                    scope,
+                    entities.select("entity_id", "name") if entities.height else None,
+                )
+                covered = models.get(model, (0, 0))[1]
+                entry["coverage"] = (
+                    round(min(covered, table.height) / entities.height, 4)
+                    if (entities.height)
+                    else 1.0
+                )
+                equal, diff = vectors_equal_table(vectors, model, scope, table)
+                entry["vectors_equal_table"] = equal
+                entry["vectors_diff"] = diff
+            tenants.append(entry)
+    finally:
+        graph.close()
+        vectors.close()
+    return {"data_dir": data_dir, Asset.EMBEDDING_MODEL: model, "tenants": tenants}
+
+
+def format_status(report: dict[str, Any]) -> str:
+    lines = [f"data: {report['data_dir']}   embedding model: {report['embedding_model'] or 'none'}"]
+    for t in report["tenants"]:
+        rows = t["tables"]
+        g = t["graph"]
+        lines.append(f"\n{t['tenant']}")
+        lines.append("  tables: " + ", ".join(f"{k} {v}" for k, v in rows.items()))
+        lines.append(
+            f"  graph ({g['backend']}): {g['entities']} entities, {g['facts']} facts; "
+            f"equals table: {'yes' if g['equals_table'] else 'NO'}"
+        )
+        vec = ", ".join(f"{m} {v['vectors']} x {v['dim']}" for m, v in t["vectors"].items())
+        lines.append(f"  vectors: {vec or 'none'}")
+        if "coverage" in t:
+            lines.append(
+                f"  coverage of {t['embedding_model']}: {t['coverage']:.0%}; vectors equal "
+                f"table: {'yes' if t['vectors_equal_table'] else 'NO'}"
+            )
+    return "\n".join(lines)
