@@ -22,8 +22,7 @@ from dagster import (
     observable_source_asset,
 )
 
-from assets.automation import after_upstream
-from assets.metadata import IO_RETRY, per_tenant_table, run_scopes
+from assets.metadata import IO_RETRY, run_scopes, tenant_metadata
 from assets.partitions import scope_partitions
 from resources.configurable import EmbeddingModelResource, Storage
 from schemas.tables import EMBEDDINGS, Asset, conform, empty
@@ -44,7 +43,6 @@ def embedding_model(embedding: EmbeddingModelResource) -> DataVersion:
         Asset.ENTITY_EMBEDDINGS: AssetOut(
             io_manager_key="tables",
             description="Which entities hold a vector of the current model (ids, dim, hash).",
-            automation_condition=after_upstream(),
         )
     },
     deps=[AssetKey(Asset.EMBEDDING_MODEL)],
@@ -55,7 +53,8 @@ def embedding_model(embedding: EmbeddingModelResource) -> DataVersion:
         AssetCheckSpec(
             "embedding_coverage",
             asset=Asset.ENTITY_EMBEDDINGS,
-            description="Every entity has a vector of the current model.",
+            description="Every entity of the tenants in the run has a vector of the current "
+            "model (warns while a model change is being re-embedded, or with no embedder).",
         )
     ],
     group_name="embeddings",
@@ -72,20 +71,23 @@ def entity_embeddings(
     from memflow.embedding import embed_missing
     from resources.vector.ledger import EmbeddingLedger, vector_table
 
-    started = time.perf_counter()
     provider = embedding.build()
     out: dict[str, pl.DataFrame] = {}
-    summary: dict[str, dict] = {}
     uncovered: dict[str, int] = {}
-    totals = {"embedded": 0, "skipped": 0, "batches": 0}
-    dim = None
     try:
         ledger = EmbeddingLedger(storage.data_dir)
         for scope in run_scopes(context):
+            started = time.perf_counter()
             ents = entities.get(scope.key, pl.DataFrame())
             if provider is None:
                 out[scope.key] = empty(EMBEDDINGS)
                 uncovered[scope.key] = ents.height
+                tenant_metadata(
+                    context,
+                    Asset.ENTITY_EMBEDDINGS,
+                    scope,
+                    {"model": "none", "entities": ents.height, "embedded": 0},
+                )
                 continue
             report = embed_missing(
                 provider,
@@ -101,32 +103,25 @@ def entity_embeddings(
             missing = ents.height - table.height
             if missing:
                 uncovered[scope.key] = missing
-            dim = report.dim or dim
-            for k in totals:
-                totals[k] += getattr(report, k)
-            summary[scope.key] = {
-                "entities": ents.height,
-                "embedded": report.embedded,
-                "skipped": report.skipped,
-                "batches": report.batches,
-                "names_per_s": round(report.names_per_s, 1),
-            }
+            tenant_metadata(
+                context,
+                Asset.ENTITY_EMBEDDINGS,
+                scope,
+                {
+                    "model": provider.model,
+                    "dimension": report.dim,
+                    "entities": ents.height,
+                    "embedded": report.embedded,
+                    "skipped": report.skipped,
+                    "calls": report.batches,
+                    "names_per_s": round(report.names_per_s, 1),
+                    "duration_s": round(time.perf_counter() - started, 3),
+                },
+            )
     finally:
         if provider is not None:
             provider.close()
-    seconds = time.perf_counter() - started
-    yield Output(
-        out,
-        output_name=Asset.ENTITY_EMBEDDINGS,
-        metadata={
-            "model": embedding.identity(),
-            "dimension": dim or 0,
-            **totals,
-            "names_per_s": round(totals["embedded"] / seconds, 1) if seconds else 0.0,
-            "per_tenant": per_tenant_table(summary),
-            "duration_s": round(seconds, 3),
-        },
-    )
+    yield Output(out, output_name=Asset.ENTITY_EMBEDDINGS)
     yield AssetCheckResult(
         check_name="embedding_coverage",
         asset_key=Asset.ENTITY_EMBEDDINGS,

@@ -1,29 +1,58 @@
-"""Helpers shared by the asset modules: partition iteration and run metadata."""
+"""What the asset modules share: the tenants of a run, per-partition metadata, contract checks
+that quarantine instead of failing, and the one named road to a table outside the IO manager.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import polars as pl
-from dagster import AssetExecutionContext, MetadataValue, RetryPolicy
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetExecutionContext,
+    MetadataValue,
+    RetryPolicy,
+)
 from dagster import Backoff as _Backoff
 
-from assets.partitions import split_key
+from assets.partitions import scope_of
+from resources.configurable import Storage
+from schemas import ids
+from schemas.contracts import Violation, split_valid
+from schemas.redaction import redact
 from schemas.scope import Scope
+from schemas.tables import QUARANTINE, conform
 
 # Flaky I/O (a model server, a store) gets retried with backoff by Dagster itself.
 IO_RETRY = RetryPolicy(max_retries=3, delay=2, backoff=_Backoff.EXPONENTIAL)
 
 
 def run_scopes(context: AssetExecutionContext) -> Iterator[Scope]:
-    """Every tenant of this run: one, or many in a single-run backfill."""
+    """Every tenant of this run: one, or a range of them in a batched run."""
     for key in context.partition_keys:
-        yield split_key(key)[0]
+        yield scope_of(key)
+
+
+def stored_table(storage: Storage, asset: str, scope: Scope) -> pl.DataFrame | None:
+    """A table read outside the IO manager. Only two reads take this road, both named in their
+    asset's description: `extracted_triples` reads the tenant's `entities` (a feedback edge: the
+    known names go into the extraction prompt) and every incremental asset reads its own
+    previous output (the state it brings up to date)."""
+    return storage.tables().read_table(asset, scope)
+
+
+def tenant_metadata(
+    context: AssetExecutionContext, asset: str, scope: Scope, metadata: Mapping[str, Any]
+) -> None:
+    """Metadata on this tenant's materialization of `asset` (not the run's totals)."""
+    context.add_asset_metadata(dict(metadata), asset_key=asset, partition_key=scope.key)
 
 
 def preview(df: pl.DataFrame, columns: list[str], rows: int = 8, width: int = 60) -> MetadataValue:
-    """A small markdown table for the UI; long values are cut."""
+    """A small markdown table for the UI; long values are cut. Cells are redacted once more:
+    metadata lands in Dagster's event log, which outlives every table."""
     if df.is_empty():
         return MetadataValue.md("_no rows_")
     cols = [c for c in columns if c in df.columns]
@@ -32,7 +61,8 @@ def preview(df: pl.DataFrame, columns: list[str], rows: int = 8, width: int = 60
     for row in head.iter_rows():
         cells = []
         for v in row:
-            text = "" if v is None else str(v).replace("|", "\\|").replace("\n", " ")
+            text = "" if v is None else (redact(str(v)) or "").replace("|", "\\|")
+            text = text.replace("\n", " ")
             cells.append(text if len(text) <= width else text[: width - 1] + "…")
         lines.append("| " + " | ".join(cells) + " |")
     return MetadataValue.md("\n".join(lines))
@@ -48,11 +78,57 @@ def count_reasons(df: pl.DataFrame) -> dict[str, int]:
     return dict(df.group_by("reason").len().sort("reason").iter_rows())
 
 
-def per_tenant_table(rows: Mapping[str, Mapping[str, Any]]) -> MetadataValue:
-    if not rows:
-        return MetadataValue.md("_no tenants_")
-    cols = list(next(iter(rows.values())).keys())
-    lines = ["| tenant | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-    for tenant, values in rows.items():
-        lines.append(f"| {tenant} | " + " | ".join(str(values[c]) for c in cols) + " |")
-    return MetadataValue.md("\n".join(lines))
+def quarantine_contract_failures(
+    df: pl.DataFrame,
+    contract: type,
+    scope: Scope,
+    stage: str,
+    id_columns: Sequence[str] = ("session_id", "turn_id", "source_file", "line_no"),
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(rows that meet `contract`, quarantine rows for the others). Each failing row is
+    quarantined once per broken check, with ``contract:<column>:<check>`` as its reason and no
+    record: a row that broke the secrets check must not be copied anywhere."""
+    good, violations = split_valid(df, contract)
+    if not violations:
+        return good, conform(pl.DataFrame(), QUARANTINE)
+    rows = df.with_row_index("__row").to_dicts()
+    out = [_violation_row(rows[v.row], v, scope, stage, id_columns) for v in violations]
+    return good, conform(pl.DataFrame(out, infer_schema_length=None), QUARANTINE)
+
+
+def _violation_row(
+    row: dict, v: Violation, scope: Scope, stage: str, id_columns: Sequence[str]
+) -> dict:
+    ident = [str(row.get(c)) for c in id_columns]
+    return {
+        "reject_id": ids.stable_id("q_", scope.tenant_id, scope.ns, stage, v.reason, *ident),
+        "tenant_id": scope.tenant_id,
+        "ns": scope.ns,
+        "stage": stage,
+        "reason": v.reason,
+        "detail": f"the row broke the contract's {v.check!r} check on {v.column!r}; it was "
+        "quarantined and the rest stored",
+        "source_file": redact(row["source_file"]) if row.get("source_file") else None,
+        "line_no": row.get("line_no"),
+        "session_id": redact(row["session_id"]) if row.get("session_id") else None,
+        "turn_id": redact(row["turn_id"]) if row.get("turn_id") else None,
+        "record": None,
+    }
+
+
+def contract_check(
+    name: str, asset: str, contract: type, frames: Mapping[str, pl.DataFrame]
+) -> AssetCheckResult:
+    """The blocking last guard: every stored frame of the run meets `contract`."""
+    errors: dict[str, list[str]] = {}
+    for tenant, df in frames.items():
+        _, violations = split_valid(df, contract)
+        if violations:
+            errors[tenant] = sorted({v.reason for v in violations})
+    return AssetCheckResult(
+        check_name=name,
+        asset_key=asset,
+        passed=not errors,
+        severity=AssetCheckSeverity.ERROR,
+        metadata={"failures": MetadataValue.json(errors)} if errors else {"tenants": len(frames)},
+    )

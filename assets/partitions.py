@@ -1,36 +1,23 @@
-"""Partitions: tenants (`org/repo`) are dynamic; turns and triples are also split by day."""
+"""Partitions: one dynamic partition per tenant (`org/repo`), shared by every asset.
+
+Days are not a partition dimension: the per-tenant assets are incremental (only new or changed
+landing files are read, only turns not yet extracted by the current model are extracted), and
+a date range is re-extracted by materializing one tenant with `ExtractConfig` (see
+`assets.triples`). At 10,000 tenants that is 10,000 partitions per asset, far under Dagster's
+guidance of about 100,000, however long the history.
+"""
 
 from __future__ import annotations
 
-from dagster import (
-    DailyPartitionsDefinition,
-    DynamicPartitionsDefinition,
-    MultiPartitionKey,
-    MultiPartitionsDefinition,
-)
+from dagster import DynamicPartitionsDefinition
 
 from schemas.scope import Scope
 
+# The partitions definition's name stays "tenants" so existing instances keep their partitions.
 TENANTS = "tenants"
 scope_partitions = DynamicPartitionsDefinition(name=TENANTS)
-# end_offset=1: today's partition exists while today's turns are still arriving.
-day_partitions = DailyPartitionsDefinition(start_date="2025-01-01", end_offset=1)
-scope_day_partitions = MultiPartitionsDefinition(
-    {"tenant": scope_partitions, "day": day_partitions}
-)
 
 
-def scope_day_key(scope: Scope, day: str) -> MultiPartitionKey:
-    return MultiPartitionKey({"tenant": scope.key, "day": day})
-
-
-def split_key(key: str | MultiPartitionKey) -> tuple[Scope, str | None]:
-    """(scope, day) of a partition key of either partitions definition."""
-    if isinstance(key, MultiPartitionKey):
-        dims = key.keys_by_dimension
-        return Scope.parse(dims["tenant"]), dims["day"]
-    if "|" in key:
-        # The string form of a multi-partition key: dimension values ordered by dimension name.
-        day, tenant = key.split("|", 1)
-        return Scope.parse(tenant), day
-    return Scope.parse(key), None
+def scope_of(key: str) -> Scope:
+    """The scope of a partition key (`org/repo`)."""
+    return Scope.parse(key)

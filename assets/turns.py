@@ -1,4 +1,5 @@
-"""raw_turns[tenant, day]: landing-zone turns of one tenant and day, redacted and checked."""
+"""raw_turns[tenant] (+ turn_rejects, landing_files): a tenant's landing-zone turns, redacted,
+deduplicated and checked; read incrementally (only new or changed files)."""
 
 import time
 from datetime import UTC, datetime
@@ -10,13 +11,25 @@ from dagster import (
     AssetCheckSpec,
     AssetExecutionContext,
     AssetOut,
+    BackfillPolicy,
+    MetadataValue,
     Output,
     multi_asset,
 )
 
-from assets.metadata import by_reason, count_reasons, preview
-from assets.partitions import scope_day_partitions, split_key
-from memflow.turns import apply_retention, read_tenant_day
+from assets.metadata import (
+    by_reason,
+    contract_check,
+    count_reasons,
+    preview,
+    quarantine_contract_failures,
+    run_scopes,
+    stored_table,
+    tenant_metadata,
+)
+from assets.partitions import scope_partitions
+from memflow import landing
+from memflow.turns import TurnTables, apply_retention, ingest_turns
 from resources.configurable import Storage
 from schemas.contracts import TurnContract
 from schemas.tables import Asset
@@ -26,70 +39,140 @@ from schemas.tables import Asset
     outs={
         Asset.RAW_TURNS: AssetOut(
             io_manager_key="tables",
-            description="Landing-zone turns of one tenant and day, redacted; retention applied.",
+            description="A tenant's landing-zone turns, redacted and deduplicated; retention "
+            "applied. Incremental: reads only landing files that are new or changed since "
+            "landing_files recorded them (its own previous output is the state it updates).",
         ),
         Asset.TURN_REJECTS: AssetOut(
             io_manager_key="tables",
-            description="Landing lines that could not be read, with file, line and reason.",
+            description="Landing lines that could not be used, with file, line and reason.",
+        ),
+        Asset.LANDING_FILES: AssetOut(
+            io_manager_key="tables",
+            description="The landing index: each file's version (size, mtime, sha256) and how "
+            "its lines were accounted for (records = turns + rejects).",
         ),
     },
-    partitions_def=scope_day_partitions,
+    partitions_def=scope_partitions,
+    backfill_policy=BackfillPolicy.single_run(),
     check_specs=[
         AssetCheckSpec(
             "turn_contract",
             asset=Asset.RAW_TURNS,
             blocking=True,
-            description="Scope, roles, timestamps, unique turns, no secrets.",
+            description="Stored turns meet TurnContract (scope, roles, timestamps, unique "
+            "turns, no secrets). Rows that break it are quarantined first, so this is the "
+            "last guard.",
+        ),
+        AssetCheckSpec(
+            "lines_accounted",
+            asset=Asset.LANDING_FILES,
+            description="Every landing line read is a turn or a reject: records = turns + "
+            "rejects for every file of every tenant in the run.",
         ),
     ],
     group_name="ingest",
     compute_kind="polars",
 )
 def raw_turns(context: AssetExecutionContext, storage: Storage):
-    started = time.perf_counter()
-    scope, day = split_key(context.partition_key)
-    assert day is not None
-    turns, rejects, stats = read_tenant_day(storage.landing, scope, day)
-    turns = apply_retention(turns, storage.retention_days, datetime.now(UTC))
-    try:
-        TurnContract.validate(turns, lazy=True)
-        check = AssetCheckResult(check_name="turn_contract", asset_key=Asset.RAW_TURNS, passed=True)
-    except Exception as exc:  # pandera's SchemaErrors carries every failure
-        check = AssetCheckResult(
-            check_name="turn_contract",
-            asset_key=Asset.RAW_TURNS,
-            passed=False,
-            severity=AssetCheckSeverity.ERROR,
-            metadata={"errors": str(exc)[:4000]},
+    found = landing.discover(storage.landing)
+    now = datetime.now(UTC)
+    turns_out: dict[str, pl.DataFrame] = {}
+    rejects_out: dict[str, pl.DataFrame] = {}
+    files_out: dict[str, pl.DataFrame] = {}
+    unbalanced: dict[str, list[str]] = {}
+    for scope in run_scopes(context):
+        started = time.perf_counter()
+        previous = TurnTables.of(
+            stored_table(storage, Asset.RAW_TURNS, scope),
+            stored_table(storage, Asset.TURN_REJECTS, scope),
+            stored_table(storage, Asset.LANDING_FILES, scope),
         )
-    reasons = count_reasons(rejects)
-    yield Output(
-        turns,
-        output_name=Asset.RAW_TURNS,
-        metadata={
-            "tenant": scope.key,
-            "day": day,
-            "files": stats["files"],
-            "records_read": stats["records_read"],
-            "rows_out": turns.height,
-            "rejects": rejects.height,
-            "rejects_by_reason": by_reason(reasons),
-            "redactions": stats["redactions"],
-            "tool_call_turns": turns.filter(pl.col("tool_triples").is_not_null()).height,
-            "duration_s": round(time.perf_counter() - started, 3),
-            "preview": preview(turns, ["session_id", "turn_id", "role", "client", "content"]),
-        },
+        update = ingest_turns(storage.landing, scope, found.get(scope, []), previous, now)
+        tables = update.tables
+        fresh = tables.turns.join(previous.turns.select("turn_key"), on="turn_key", how="anti")
+        _, contract_rejects = quarantine_contract_failures(fresh, TurnContract, scope, "landing")
+        if contract_rejects.height:
+            failed = contract_rejects.select("session_id", "turn_id", "source_file", "line_no")
+            tables.turns = tables.turns.join(
+                failed, on=["session_id", "turn_id", "source_file", "line_no"], how="anti"
+            )
+            tables.rejects = pl.concat([tables.rejects, contract_rejects])
+        tables.files = _recount(tables)
+        turns = apply_retention(tables.turns, storage.retention_days, now)
+        turns_out[scope.key] = turns
+        rejects_out[scope.key] = tables.rejects
+        files_out[scope.key] = tables.files
+        off = tables.files.filter(pl.col("records") != pl.col("turns") + pl.col("rejects"))
+        if off.height:
+            unbalanced[scope.key] = off["source_file"].to_list()
+        new_reasons = count_reasons(
+            tables.rejects.join(previous.rejects.select("reject_id"), on="reject_id", how="anti")
+        )
+        tenant_metadata(
+            context,
+            Asset.RAW_TURNS,
+            scope,
+            {
+                **update.metadata(),
+                "contract_rejects": contract_rejects.height,
+                "rows_out": turns.height,
+                "rejects_by_reason": by_reason(new_reasons),
+                "tool_call_turns": turns.filter(pl.col("tool_triples").is_not_null()).height,
+                "duration_s": round(time.perf_counter() - started, 3),
+                "preview": preview(
+                    turns.filter(pl.col("source_file").is_in(update.read_files)),
+                    ["session_id", "turn_id", "role", "client", "content"],
+                ),
+            },
+        )
+        tenant_metadata(
+            context,
+            Asset.TURN_REJECTS,
+            scope,
+            {
+                "rows_out": tables.rejects.height,
+                "new_rejects": update.new_rejects + contract_rejects.height,
+                "rejects_by_reason": by_reason(count_reasons(tables.rejects)),
+            },
+        )
+        tenant_metadata(
+            context,
+            Asset.LANDING_FILES,
+            scope,
+            {
+                "files": tables.files.height,
+                "files_read": update.files_read,
+                "records": int(tables.files["records"].sum() or 0),
+                "read": MetadataValue.json(update.read_files[:50]),
+            },
+        )
+    yield Output(turns_out, output_name=Asset.RAW_TURNS)
+    yield Output(rejects_out, output_name=Asset.TURN_REJECTS)
+    yield Output(files_out, output_name=Asset.LANDING_FILES)
+    yield contract_check("turn_contract", Asset.RAW_TURNS, TurnContract, turns_out)
+    yield AssetCheckResult(
+        check_name="lines_accounted",
+        asset_key=Asset.LANDING_FILES,
+        passed=not unbalanced,
+        severity=AssetCheckSeverity.ERROR,
+        metadata={"files_off_balance": MetadataValue.json(unbalanced)},
     )
-    yield Output(
-        rejects,
-        output_name=Asset.TURN_REJECTS,
-        metadata={
-            "rows_out": rejects.height,
-            "rejects_by_reason": by_reason(reasons),
-            "preview": preview(rejects, ["source_file", "line_no", "reason", "detail"]),
-        },
+
+
+def _recount(tables: TurnTables) -> pl.DataFrame:
+    """The index's per-file turn and reject counts, from the tables as stored."""
+    turns = tables.turns.group_by("source_file").agg(pl.len().alias("t"))
+    rejects = tables.rejects.group_by("source_file").agg(pl.len().alias("r"))
+    return (
+        tables.files.join(turns, on="source_file", how="left")
+        .join(rejects, on="source_file", how="left")
+        .with_columns(
+            pl.col("t").fill_null(0).cast(pl.Int64).alias("turns"),
+            pl.col("r").fill_null(0).cast(pl.Int64).alias("rejects"),
+        )
+        .drop("t", "r")
     )
-    yield check
 
 
 __all__ = ["raw_turns"]

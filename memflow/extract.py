@@ -12,14 +12,15 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import polars as pl
 
 from memflow.landing import UPSERT_TOOL
 from resources.models.base import ExtractionProvider, ModelError, TurnText
-from schemas import rules
+from schemas import ids, rules
 from schemas.scope import Scope
-from schemas.tables import QUARANTINE, TRIPLES, conform
+from schemas.tables import EXTRACTION_LOG, QUARANTINE, TRIPLES, conform, empty
 from schemas.triples import (
     TurnContext,
     items_to_triples,
@@ -143,4 +144,139 @@ def _batch_reject(row: dict, model: str, source: str, reason: str, detail: str) 
     return [reject_row(ctx, "extraction", reason, detail[:500], "")]
 
 
-__all__ = ["UPSERT_TOOL", "ExtractionReport", "ModelError", "extract_day"]
+@dataclass
+class ExtractionTables:
+    """A tenant's tables of the extraction stage (previous or new)."""
+
+    triples: pl.DataFrame  # TRIPLES
+    rejects: pl.DataFrame  # QUARANTINE (stage extraction)
+    log: pl.DataFrame  # EXTRACTION_LOG
+
+    @classmethod
+    def of(
+        cls,
+        triples: pl.DataFrame | None,
+        rejects: pl.DataFrame | None,
+        log: pl.DataFrame | None,
+    ) -> ExtractionTables:
+        def typed(df: pl.DataFrame | None, columns: dict) -> pl.DataFrame:
+            return conform(df, columns) if df is not None else empty(columns)
+
+        return cls(typed(triples, TRIPLES), typed(rejects, QUARANTINE), typed(log, EXTRACTION_LOG))
+
+
+@dataclass
+class TenantExtraction:
+    tables: ExtractionTables
+    report: ExtractionReport
+    todo_turns: int  # turns (re-)extracted in this run
+    reasons: dict[str, int]  # why: new, model_changed, forced
+    dropped_turns: int  # turns no longer in raw_turns whose triples went
+
+
+def _turn_keys(df: pl.DataFrame, scope: Scope) -> pl.Series:
+    return pl.Series(
+        "turn_key",
+        [
+            ids.turn_key(scope.tenant_id, scope.ns, s, t)
+            for s, t in zip(df["session_id"].to_list(), df["turn_id"].to_list(), strict=True)
+        ],
+        dtype=pl.String,
+    )
+
+
+def extract_tenant(
+    scope: Scope,
+    turns: pl.DataFrame,
+    previous: ExtractionTables,
+    provider: ExtractionProvider | None,
+    identity: str,
+    known_entities: Sequence[str] = (),
+    *,
+    force_days: tuple[str, str] | None = None,
+    now: datetime | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> TenantExtraction:
+    """Bring a tenant's triples up to date with its turns and the current extractor.
+
+    A turn is (re-)extracted when the log has no row for it, when its text was extracted by
+    another model than `identity` (the extractor's identity: a model change replays), or when
+    its day lies in `force_days` (inclusive ISO days, a re-extraction asked for by hand).
+    Explicit (tool-call) triples depend on no model. Triples of turns that left raw_turns go.
+    """
+    now = now or datetime.now(UTC)
+    keys = turns.select("turn_key", "day", "role", "tool_name")
+    log = previous.log.join(keys.select("turn_key"), on="turn_key", how="semi")
+    dropped = previous.log.height - log.height
+    is_text = ~(pl.col("tool_name").fill_null("") == UPSERT_TOOL)
+    joined = keys.join(log.select("turn_key", "model"), on="turn_key", how="left")
+    reasons: dict[str, pl.Expr] = {
+        "new": pl.col("model").is_null(),
+        "model_changed": pl.col("model").is_not_null()
+        & is_text
+        & (pl.col("model") != pl.lit("explicit"))
+        & (pl.col("model") != pl.lit(identity)),
+    }
+    if force_days is not None:
+        reasons["forced"] = pl.col("day").is_between(pl.lit(force_days[0]), pl.lit(force_days[1]))
+    flagged = joined.with_columns(**{k: v for k, v in reasons.items()})
+    todo_keys = flagged.filter(pl.any_horizontal(list(reasons))).select("turn_key")
+    counts = {k: int(flagged[k].sum()) for k in reasons}
+
+    def keep(df: pl.DataFrame) -> pl.DataFrame:
+        if not df.height:
+            return df
+        tagged = df.with_columns(_turn_keys(df, scope))
+        current = tagged.join(keys.select("turn_key"), on="turn_key", how="semi")
+        return current.join(todo_keys, on="turn_key", how="anti").drop("turn_key")
+
+    todo = turns.join(todo_keys, on="turn_key", how="semi")
+    report = extract_day(scope, todo, provider, known_entities, progress=progress)
+    new_triples = report.triples
+    new_rejects = report.rejects
+    per_turn_triples = _per_turn(new_triples, scope)
+    per_turn_rejects = _per_turn(new_rejects, scope)
+    text_model = identity if provider is not None else "none"
+    log_rows = todo.select(
+        "turn_key",
+        "tenant_id",
+        "ns",
+        "day",
+        pl.when(pl.col("tool_name").fill_null("") == UPSERT_TOOL)
+        .then(pl.lit("explicit"))
+        .otherwise(pl.lit(text_model))
+        .alias("model"),
+    ).with_columns(
+        pl.col("turn_key")
+        .replace_strict(per_turn_triples, default=0, return_dtype=pl.Int64)
+        .alias("triples"),
+        pl.col("turn_key")
+        .replace_strict(per_turn_rejects, default=0, return_dtype=pl.Int64)
+        .alias("rejects"),
+        pl.lit(now).alias("extracted_at"),
+    )
+    tables = ExtractionTables(
+        triples=pl.concat([keep(previous.triples), new_triples]).sort("day", "triple_id"),
+        rejects=pl.concat([keep(previous.rejects), new_rejects]),
+        log=pl.concat(
+            [log.join(todo_keys, on="turn_key", how="anti"), conform(log_rows, EXTRACTION_LOG)]
+        ).sort("day", "turn_key"),
+    )
+    return TenantExtraction(tables, report, todo.height, counts, dropped)
+
+
+def _per_turn(df: pl.DataFrame, scope: Scope) -> dict[str, int]:
+    if not df.height:
+        return {}
+    return dict(df.with_columns(_turn_keys(df, scope)).group_by("turn_key").len().iter_rows())
+
+
+__all__ = [
+    "UPSERT_TOOL",
+    "ExtractionReport",
+    "ExtractionTables",
+    "ModelError",
+    "TenantExtraction",
+    "extract_day",
+    "extract_tenant",
+]

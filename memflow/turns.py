@@ -1,13 +1,20 @@
-"""The turns stage, table to table: a tenant's landing files -> redacted turns + rejects.
+"""The turns stage, table to table: a tenant's landing files -> redacted turns, rejects and the
+landing index.
 
-No Dagster here: the `raw_turns` asset wraps `read_tenant_day` and `apply_retention`, and the
-landing sensor and the runner ask `file_days` which day partitions a file feeds.
+Incremental: `ingest_turns` gets the tenant's previous tables and reads only the landing files
+that are new or changed since the index recorded them (same size and mtime = unchanged, one
+`stat`). A changed file's previous rows are replaced by what it holds now; rows of files that
+disappeared stay (nothing stored is lost). So a new day of turns costs time proportional to the
+new data, not to the tenant's history. No Dagster here: the `raw_turns` asset wraps this.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -16,7 +23,9 @@ from memflow import landing
 from schemas import ids
 from schemas.redaction import redact, redact_json, redact_with_count
 from schemas.scope import Scope
-from schemas.tables import QUARANTINE, RAW_TURNS, conform
+from schemas.tables import LANDING_FILES, QUARANTINE, RAW_TURNS, conform, empty
+
+STAGE = "landing"
 
 
 def _tool_triples(raw: str | None) -> tuple[str | None, int]:
@@ -35,81 +44,128 @@ def _tool_triples(raw: str | None) -> tuple[str | None, int]:
     return json.dumps(redact_json(triples), ensure_ascii=False, sort_keys=True), found
 
 
-def mtime_day(path: Path) -> str:
-    return datetime.fromtimestamp(path.stat().st_mtime, UTC).strftime("%Y-%m-%d")
+@dataclass
+class TurnTables:
+    """A tenant's tables of this stage (previous or new)."""
+
+    turns: pl.DataFrame  # RAW_TURNS
+    rejects: pl.DataFrame  # QUARANTINE (stage landing)
+    files: pl.DataFrame  # LANDING_FILES
+
+    @classmethod
+    def empty(cls) -> TurnTables:
+        return cls(empty(RAW_TURNS), empty(QUARANTINE), empty(LANDING_FILES))
+
+    @classmethod
+    def of(
+        cls,
+        turns: pl.DataFrame | None,
+        rejects: pl.DataFrame | None,
+        files: pl.DataFrame | None,
+    ) -> TurnTables:
+        def typed(df: pl.DataFrame | None, columns: dict) -> pl.DataFrame:
+            return conform(df, columns) if df is not None else empty(columns)
+
+        return cls(typed(turns, RAW_TURNS), typed(rejects, QUARANTINE), typed(files, LANDING_FILES))
 
 
-def file_days(path: Path, landing_root: Path) -> list[str]:
-    """The day partitions a landing file feeds: the days of its turns, or (a file with no
-    readable turn) its modification day, where its rejects are reported."""
-    return landing.days_in_file(path, landing_root) or [mtime_day(path)]
+@dataclass
+class TurnsUpdate:
+    tables: TurnTables
+    files_seen: int = 0
+    files_read: int = 0
+    records_read: int = 0
+    new_turns: int = 0
+    new_rejects: int = 0
+    replaced_turns: int = 0  # rows of changed files, replaced by what the files hold now
+    redactions: int = 0
+    read_files: list[str] = field(default_factory=list)
+
+    def metadata(self) -> dict[str, int]:
+        return {
+            "files_seen": self.files_seen,
+            "files_read": self.files_read,
+            "records_read": self.records_read,
+            "new_turns": self.new_turns,
+            "new_rejects": self.new_rejects,
+            "replaced_turns": self.replaced_turns,
+            "redactions": self.redactions,
+        }
 
 
-def _file_rejects_with_day(read: landing.LandingRead, path: Path) -> pl.DataFrame:
-    """Give each rejected line the day of the nearest valid line before it (or after it, or the
-    file's modification day) so it lands in exactly one day partition."""
-    rejects = read.rejects
-    if rejects.is_empty():
-        return rejects.with_columns(pl.lit(None, dtype=pl.String).alias("day"))
-    anchors = read.turns.select("line_no", "day").sort("line_no")
-    fallback = mtime_day(path)
-    rejects = rejects.sort("line_no").join_asof(anchors, on="line_no", strategy="backward")
-    first_day = anchors["day"][0] if anchors.height else fallback
-    return rejects.with_columns(pl.col("day").fill_null(first_day))
+def _unchanged(path: Path, known: dict | None) -> bool:
+    if known is None:
+        return False
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    return st.st_size == known["size"] and st.st_mtime_ns == known["mtime_ns"]
 
 
-def read_tenant_day(
-    landing_root: Path, scope: Scope, day: str
-) -> tuple[pl.DataFrame, pl.DataFrame, dict]:
-    """(redacted turns, redacted rejects, stats) of one tenant and day from the landing zone."""
-    folder = landing_root / scope.tenant_id / scope.ns
-    files = (
-        sorted(p for p in folder.iterdir() if landing.is_landing_file(p))
-        if (folder.is_dir())
-        else []
-    )
-    turns: list[pl.DataFrame] = []
-    rejects: list[pl.DataFrame] = []
-    records = 0
+def ingest_turns(
+    landing_root: Path,
+    scope: Scope,
+    files: Sequence[Path],
+    previous: TurnTables,
+    now: datetime,
+) -> TurnsUpdate:
+    """Bring the tenant's turn tables up to date with its landing `files` (as `discover` listed
+    them): read what is new or changed, redact it, deduplicate against every turn already
+    stored, and record each file's version and line counts in the index."""
+    index = {r["source_file"]: r for r in previous.files.to_dicts()}
+    update = TurnsUpdate(previous, files_seen=len(files))
+    reads: list[landing.LandingRead] = []
     for path in files:
+        rel = landing.relative_name(path, landing_root)
+        if _unchanged(path, index.get(rel)):
+            continue
         read = landing.read_landing_file(path, landing_root)
-        records += read.records
-        turns.append(read.turns.filter(pl.col("day") == day))
-        file_rejects = _file_rejects_with_day(read, path)
-        rejects.append(file_rejects.filter(pl.col("day") == day).drop("day"))
-    turn_df = pl.concat(turns, how="diagonal_relaxed") if turns else pl.DataFrame()
-    reject_df = pl.concat(rejects, how="diagonal_relaxed") if rejects else pl.DataFrame()
+        reads.append(read)
+        st = os.stat(path, follow_symlinks=False)
+        index[rel] = {
+            "tenant_id": scope.tenant_id,
+            "ns": scope.ns,
+            "source_file": rel,
+            "size": st.st_size,
+            "mtime_ns": st.st_mtime_ns,
+            "sha256": landing.fingerprint(path, landing_root).sha256,
+            "records": read.records,
+            "turns": 0,
+            "rejects": 0,
+            "read_at": now,
+        }
+    if not reads:
+        return update
+    changed = [r.source_file for r in reads]
+    update.read_files = changed
+    update.files_read = len(reads)
+    update.records_read = sum(r.records for r in reads)
 
-    stats = {"files": len(files), "records_read": records, "redactions": 0}
-    out_turns: list[dict] = []
-    extra_rejects: list[dict] = []
-    seen: set[str] = set()
-    for row in turn_df.sort("ts", "source_file", "line_no").to_dicts() if turn_df.height else []:
+    kept_turns = previous.turns.filter(~pl.col("source_file").is_in(changed))
+    kept_rejects = previous.rejects.filter(~pl.col("source_file").is_in(changed))
+    update.replaced_turns = previous.turns.height - kept_turns.height
+    seen = set(kept_turns["turn_key"].to_list())
+
+    new_turns: list[dict] = []
+    dupes: list[dict] = []
+    file_rejects = [r.rejects for r in reads if r.rejects.height]
+    arriving = pl.concat([r.turns for r in reads], how="diagonal_relaxed")
+    for row in arriving.sort("ts", "source_file", "line_no").to_dicts():
         key = ids.turn_key(scope.tenant_id, scope.ns, row["session_id"], row["turn_id"])
         if key in seen:
-            extra_rejects.append(
-                {
-                    **{k: row.get(k) for k in ("session_id", "turn_id", "source_file", "line_no")},
-                    "tenant_id": scope.tenant_id,
-                    "ns": scope.ns,
-                    "stage": "landing",
-                    "reason": "duplicate_turn",
-                    "detail": "the same session_id and turn_id were already ingested from "
-                    "another file; the first occurrence was kept",
-                    "record": None,
-                }
-            )
+            dupes.append(_duplicate(scope, row))
             continue
         seen.add(key)
         content, n = redact_with_count(row.get("content") or "")
         tool_triples, n_tool = _tool_triples(row.get("tool_input_json"))
-        stats["redactions"] += n + n_tool
-        out_turns.append(
+        update.redactions += n + n_tool
+        new_turns.append(
             {
                 "turn_key": key,
                 "tenant_id": scope.tenant_id,
                 "ns": scope.ns,
-                "day": day,
+                "day": row["day"],
                 "session_id": row["session_id"],
                 "turn_id": row["turn_id"],
                 "ts": row["ts"],
@@ -124,24 +180,48 @@ def read_tenant_day(
                 "line_no": row.get("line_no"),
             }
         )
-    turns_out = conform(
-        pl.DataFrame(out_turns, schema_overrides=RAW_TURNS, infer_schema_length=None)
-        if out_turns
+    turns_new = conform(
+        pl.DataFrame(new_turns, schema_overrides=RAW_TURNS, infer_schema_length=None)
+        if new_turns
         else pl.DataFrame(),
         RAW_TURNS,
     )
-    rejects_all = (
-        pl.concat(
-            [reject_df, pl.DataFrame(extra_rejects)] if extra_rejects else [reject_df],
-            how="diagonal_relaxed",
-        )
-        if (reject_df.height or extra_rejects)
-        else pl.DataFrame()
+    rejects_new = finish_rejects(
+        pl.concat([*file_rejects, pl.DataFrame(dupes)], how="diagonal_relaxed")
+        if dupes
+        else (pl.concat(file_rejects, how="diagonal_relaxed") if file_rejects else pl.DataFrame())
     )
-    return turns_out, _finish_rejects(rejects_all), stats
+    update.new_turns, update.new_rejects = turns_new.height, rejects_new.height
+
+    turns = pl.concat([kept_turns, turns_new]).sort("ts", "source_file", "line_no")
+    rejects = pl.concat([kept_rejects, rejects_new]).sort("source_file", "line_no")
+    per_file_turns = dict(turns_new.group_by("source_file").len().iter_rows())
+    per_file_rejects = dict(rejects_new.group_by("source_file").len().iter_rows())
+    for rel in changed:
+        index[rel]["turns"] = per_file_turns.get(rel, 0)
+        index[rel]["rejects"] = per_file_rejects.get(rel, 0)
+    files_df = conform(
+        pl.DataFrame(list(index.values()), schema_overrides=LANDING_FILES), LANDING_FILES
+    ).sort("source_file")
+    update.tables = TurnTables(turns, rejects, files_df)
+    return update
 
 
-def _finish_rejects(df: pl.DataFrame) -> pl.DataFrame:
+def _duplicate(scope: Scope, row: dict) -> dict:
+    return {
+        **{k: row.get(k) for k in ("session_id", "turn_id", "source_file", "line_no")},
+        "tenant_id": scope.tenant_id,
+        "ns": scope.ns,
+        "stage": STAGE,
+        "reason": "duplicate_turn",
+        "detail": "the same session_id and turn_id were already ingested (from this or another "
+        "file); the first occurrence was kept",
+        "record": None,
+    }
+
+
+def finish_rejects(df: pl.DataFrame) -> pl.DataFrame:
+    """Landing rejects in the QUARANTINE layout: redacted, with stable ids."""
     if df.is_empty():
         return conform(pl.DataFrame(), QUARANTINE)
     df = df.with_columns(
@@ -157,7 +237,7 @@ def _finish_rejects(df: pl.DataFrame) -> pl.DataFrame:
                 "q_",
                 r["tenant_id"],
                 r["ns"],
-                "landing",
+                STAGE,
                 r["reason"],
                 str(r["source_file"]),
                 str(r["line_no"]),
@@ -165,7 +245,7 @@ def _finish_rejects(df: pl.DataFrame) -> pl.DataFrame:
             return_dtype=pl.String,
         )
         .alias("reject_id"),
-        pl.lit("landing").alias("stage"),
+        pl.lit(STAGE).alias("stage"),
     )
     return conform(df, QUARANTINE)
 
@@ -181,3 +261,6 @@ def apply_retention(turns: pl.DataFrame, retention_days: int, now: datetime) -> 
     return turns.with_columns(
         pl.when(pl.col("ts") < cutoff).then(None).otherwise(pl.col("content")).alias("content")
     )
+
+
+__all__ = ["TurnTables", "TurnsUpdate", "apply_retention", "finish_rejects", "ingest_turns"]

@@ -68,10 +68,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     rows = [tenant_summary(tables, s) for s in outcome.tenants]
     _attach_store_counts(rows, outcome.tenants, cfg)
     print(
-        f"memflow run: {len(outcome.tenants)} tenant(s), {outcome.ingest_runs} ingest run(s), "
+        f"memflow run: {len(outcome.tenants)} tenant(s), {outcome.runs} run(s), "
         f"{outcome.seconds:.1f} s"
     )
     print(format_summary(rows))
+    for failure in outcome.failures:
+        print(failure.line(outcome.dagster_home))
+    if outcome.failures:
+        print(
+            f"memflow run: {len(outcome.failures)} tenant(s) failed; every other tenant landed",
+            file=sys.stderr,
+        )
+        return 1
     if args.question is not None:
         question = args.question or SAMPLE_QUESTION
         tenant = _scope(args.recall_tenant) if args.recall_tenant else outcome.tenants[0]

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-from dagster import (
-    AssetSelection,
-    AutomationConditionSensorDefinition,
-    DefaultSensorStatus,
-    Definitions,
-    in_process_executor,
-)
+from dagster import Definitions, in_process_executor
 
 from assets.embeddings import embedding_model, entity_embeddings
 from assets.facts import validated_facts
 from assets.sinks import graph_sink, vector_sink
 from assets.triples import extracted_triples, extraction_model
 from assets.turns import raw_turns
-from pipelines.jobs import ingest_job, tenant_job
+from pipelines.jobs import ingest_job, observe_models, tenant_job
 from pipelines.resources import env_resources
-from pipelines.sensors import landing_sensor
+from pipelines.sensors import landing_sensor, split_failed_batches
 
 ALL_ASSETS = [
     extraction_model,
@@ -30,18 +24,10 @@ ALL_ASSETS = [
     vector_sink,
 ]
 
-automation_sensor = AutomationConditionSensorDefinition(
-    "tenant_automation",
-    target=AssetSelection.all(),
-    default_status=DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=5,
-    description="Runs a tenant's facts, embeddings and sinks after its turns were ingested.",
-)
-
 defs = Definitions(
     assets=ALL_ASSETS,
-    jobs=[ingest_job, tenant_job],
-    sensors=[landing_sensor, automation_sensor],
+    jobs=[ingest_job, tenant_job, observe_models],
+    sensors=[landing_sensor, split_failed_batches],
     resources=env_resources(),
     # One process per run: a step process per asset costs seconds of imports each, which
     # dominates the latency from a landed turn to a recallable fact.

@@ -1,8 +1,9 @@
-"""The tables IO manager: polars DataFrames <-> Parquet files of `resources.tables.TableStore`.
+"""The tables IO manager: polars DataFrames <-> the Parquet tables of `resources.tables`.
 
-Written here rather than taken from dagster-polars: per-tenant inputs of per-day assets must read
-only the days that exist (most of the calendar never has turns), and per-tenant assets run for
-many tenants in one backfill run, exchanging `{tenant_key: DataFrame}` dicts.
+Written here rather than taken from dagster-polars: every asset is per tenant and a run covers a
+range of tenants, so outputs and inputs are `{tenant_key: DataFrame}` dicts, and the per-day
+tables are stored one file per day with only changed days rewritten
+(`TableStore.write_table`).
 """
 
 from __future__ import annotations
@@ -10,10 +11,9 @@ from __future__ import annotations
 import polars as pl
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
-from assets.partitions import split_key
+from assets.partitions import scope_of
 from resources.tables import TableStore
 from schemas import tables
-from schemas.scope import Scope
 
 
 class ParquetTablesIOManager(ConfigurableIOManager):
@@ -24,36 +24,21 @@ class ParquetTablesIOManager(ConfigurableIOManager):
 
     def handle_output(self, context: OutputContext, obj: object) -> None:
         asset = context.asset_key.path[-1]
+        if not isinstance(obj, dict):
+            raise TypeError(f"{asset} must produce {{tenant: DataFrame}}, got {type(obj).__name__}")
         store = self._store()
-        frames = obj if isinstance(obj, dict) else {context.partition_key: obj}
-        rows = 0
-        for key, df in frames.items():
+        for key, df in obj.items():
             if not isinstance(df, pl.DataFrame):
                 raise TypeError(f"{asset} must produce polars DataFrames, got {type(df).__name__}")
-            scope, day = split_key(key)
-            store.write(df, asset, scope, day)
-            rows += df.height
-        context.add_output_metadata({"stored_rows": rows})
+            store.write_table(tables.conform(df, tables.TABLES[asset]), asset, scope_of(key))
 
-    def load_input(self, context: InputContext) -> object:
-        """A DataFrame for a per-day consumer; `{tenant_key: DataFrame}` for a per-tenant one."""
+    def load_input(self, context: InputContext) -> dict[str, pl.DataFrame]:
+        """`{tenant_key: DataFrame}` for every tenant of the run (empty tables where none)."""
         asset = context.asset_key.path[-1]
         store = self._store()
         columns = tables.TABLES[asset]
-        wanted: dict[Scope, set[str]] = {}
-        for key in context.asset_partition_keys:
-            scope, day = split_key(key)
-            wanted.setdefault(scope, set())
-            if day:
-                wanted[scope].add(day)
-        per_day_consumer = context.has_partition_key and "|" in str(context.partition_key)
         out: dict[str, pl.DataFrame] = {}
-        for scope, days in wanted.items():
-            df = store.read_days(asset, scope, days) if days else store.read(asset, scope)
-            out[scope.key] = (
-                tables.conform(df, columns) if df is not None else tables.empty(columns)
-            )
-        if per_day_consumer:
-            (frame,) = out.values()
-            return frame
+        for key in context.asset_partition_keys:
+            df = store.read_table(asset, scope_of(key))
+            out[key] = tables.conform(df, columns) if df is not None else tables.empty(columns)
         return out

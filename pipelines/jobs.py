@@ -1,14 +1,25 @@
-"""Jobs: ingest per tenant-day, and the per-tenant facts -> embeddings -> sinks chain."""
+"""Jobs: the whole per-tenant chain, and the part from facts on (for rebuilds)."""
 
 from __future__ import annotations
 
 from dagster import AssetSelection, define_asset_job
 
-from assets.partitions import scope_day_partitions, scope_partitions
+from assets.partitions import scope_partitions
 from schemas.tables import Asset
 
-INGEST_ASSETS = AssetSelection.assets(
-    Asset.RAW_TURNS, Asset.TURN_REJECTS, Asset.EXTRACTED_TRIPLES, Asset.EXTRACTION_REJECTS
+ALL_TENANT_ASSETS = AssetSelection.assets(
+    Asset.RAW_TURNS,
+    Asset.TURN_REJECTS,
+    Asset.LANDING_FILES,
+    Asset.EXTRACTED_TRIPLES,
+    Asset.EXTRACTION_REJECTS,
+    Asset.EXTRACTION_LOG,
+    Asset.VALIDATED_FACTS,
+    Asset.ENTITIES,
+    Asset.QUARANTINE,
+    Asset.ENTITY_EMBEDDINGS,
+    Asset.GRAPH_SINK,
+    Asset.VECTOR_SINK,
 )
 TENANT_ASSETS = AssetSelection.assets(
     Asset.VALIDATED_FACTS,
@@ -21,14 +32,22 @@ TENANT_ASSETS = AssetSelection.assets(
 
 ingest_job = define_asset_job(
     "ingest_job",
-    selection=INGEST_ASSETS,
-    partitions_def=scope_day_partitions,
-    description="Landing files of one tenant and day -> raw_turns -> extracted_triples.",
+    selection=ALL_TENANT_ASSETS,
+    partitions_def=scope_partitions,
+    description="A range of tenants through every asset: new or changed landing files -> "
+    "turns -> triples -> facts -> embeddings -> graph and vector stores. The landing sensor "
+    "and `memflow run` launch it; one run covers many tenants.",
 )
 tenant_job = define_asset_job(
     "tenant_job",
     selection=TENANT_ASSETS,
     partitions_def=scope_partitions,
     description="Triples of a tenant -> validated facts, entities, quarantine -> embeddings -> "
-    "graph and vector sinks. Select many tenants to backfill them in one run.",
+    "graph and vector sinks. Select many tenants to rebuild them in one run.",
+)
+observe_models = define_asset_job(
+    "observe_models",
+    selection=AssetSelection.assets(Asset.EXTRACTION_MODEL, Asset.EMBEDDING_MODEL),
+    description="Observe the configured extraction and embedding models: a changed identity "
+    "marks extracted_triples or entity_embeddings stale. `memflow run` starts with it.",
 )

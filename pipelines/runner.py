@@ -1,8 +1,11 @@
 """`memflow run`: every asset for every tenant of the landing zone, in-process.
 
-One ingest run per (tenant, day) a landing file touches, then one run over all tenants for the
-per-tenant assets (facts, entities, quarantine, embeddings, sinks). Runs are recorded in the
-Dagster instance under `<data>/dagster` (or $DAGSTER_HOME), so `dagster dev` shows them.
+One `ingest_job` run per range of tenants (`pipelines.batches`; by default every tenant of the
+landing zone in one run), recorded in the Dagster instance under `<data>/dagster` (or
+$DAGSTER_HOME) as runs of the code location's own job, tagged `memflow/source=cli`, so
+`dagster dev` shows them and can re-execute them. A failed range is rerun in halves down to
+single tenants: every other tenant still lands, and each tenant that failed is reported with
+the asset, a one-line reason and the run that holds the full error.
 """
 
 from __future__ import annotations
@@ -15,23 +18,39 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dagster import AssetSelection, DagsterInstance, materialize
+from dagster import DagsterInstance, JobDefinition
 
-from assets.partitions import TENANTS, scope_day_key
+from assets.partitions import TENANTS
 from memflow import landing
-from memflow.turns import file_days
-from pipelines.definitions import ALL_ASSETS, defs
-from pipelines.jobs import INGEST_ASSETS, TENANT_ASSETS
+from pipelines.batches import MAX_TENANTS, SOURCE_TAG, batch_ranges, range_tags, split_range
+from pipelines.definitions import defs
 from schemas.scope import Scope
+
+
+@dataclass(frozen=True)
+class PartitionFailure:
+    """A tenant whose run failed even alone."""
+
+    asset: str  # the step that failed
+    tenant: str
+    reason: str  # one line
+    run_id: str
+
+    def line(self, dagster_home: str) -> str:
+        return (
+            f"FAILED {self.asset} [{self.tenant}]: {self.reason} "
+            f"(full error: run {self.run_id} in {dagster_home}; `make dev` shows it)"
+        )
 
 
 @dataclass
 class RunOutcome:
     tenants: list[Scope]
-    ingest_runs: int
-    tenant_runs: int
+    runs: int
     seconds: float
     problems: list[str] = field(default_factory=list)
+    failures: list[PartitionFailure] = field(default_factory=list)
+    dagster_home: str = ""
 
 
 def instance_for(data_dir: str) -> DagsterInstance:
@@ -47,11 +66,24 @@ def instance_for(data_dir: str) -> DagsterInstance:
 
 # Dagster's console logger prints every event at DEBUG; the CLI prints its own progress.
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+CLI_TAGS = {SOURCE_TAG: "cli"}
 
 
 def quiet_dagster() -> None:
     for name in ("dagster", "dagster.builtin", "dagster.code_server"):
         logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _first_failure(result) -> tuple[str, str]:
+    """(step, one-line reason) of the first failed step of a run."""
+    for event in result.all_events:
+        if event.is_step_failure:
+            error = event.event_specific_data.error
+            while error is not None and error.cause is not None:  # Dagster wraps the user's error
+                error = error.cause
+            message = (error.message if error else "").strip().splitlines()
+            return event.step_key or "?", (message[0] if message else "failed")[:300]
+    return "?", "the run failed before any step"
 
 
 def run_all(
@@ -60,70 +92,56 @@ def run_all(
     *,
     progress: Callable[[str], None] | None = None,
     tenants: list[str] | None = None,
+    max_tenants_per_run: int = MAX_TENANTS,
 ) -> RunOutcome:
     started = time.perf_counter()
     say = progress or (lambda _msg: None)
     quiet_dagster()
     instance = instance_for(data_dir)
-    resources = defs.resources
-    root = Path(landing_dir)
-    found = landing.discover(root)
+    home = os.environ["DAGSTER_HOME"]
+    found = landing.discover(Path(landing_dir))
     problems = [f"{p.path}: {p.reason} ({p.detail})" for p in found.problems]
     scopes = [s for s in found if tenants is None or s.key in tenants]
+    outcome = RunOutcome(scopes, 0, 0.0, problems, dagster_home=home)
     if not scopes:
-        return RunOutcome([], 0, 0, time.perf_counter() - started, problems)
+        outcome.seconds = time.perf_counter() - started
+        return outcome
 
     known = set(instance.get_dynamic_partitions(TENANTS))
     instance.add_dynamic_partitions(TENANTS, [s.key for s in scopes if s.key not in known])
-    model_sources = [a for a in ALL_ASSETS if getattr(a, "is_observable", False)]
-    materialize(
-        ALL_ASSETS,
-        selection=AssetSelection.assets(*[a.key for a in model_sources]),
-        instance=instance,
-        resources=resources,
-        run_config=QUIET,
-    )
+    models: JobDefinition = defs.resolve_job_def("observe_models")
+    models.execute_in_process(instance=instance, run_config=QUIET, tags=CLI_TAGS)
 
-    work = []
-    for scope in scopes:
-        days = sorted({d for path in found[scope] for d in file_days(path, root)})
-        work += [(scope, day) for day in days]
-    for i, (scope, day) in enumerate(work, 1):
-        say(f"[{i}/{len(work)}] {scope.key} {day}: raw_turns, extracted_triples")
-        materialize(
-            ALL_ASSETS,
-            selection=INGEST_ASSETS,
-            partition_key=scope_day_key(scope, day),
-            instance=instance,
-            resources=resources,
-            run_config=QUIET,
-        )
-    keys = {s.key for s in scopes}
-    all_known = instance.get_dynamic_partitions(TENANTS)
-    ordered = [k for k in all_known if k in keys]
-    say(
-        f"{len(ordered)} tenants: validated_facts, entities, quarantine, entity_embeddings, "
-        "graph_sink, vector_sink"
+    job: JobDefinition = defs.resolve_job_def("ingest_job")
+    ordered = instance.get_dynamic_partitions(TENANTS)
+    # A subset of tenants never touches the others: no gaps inside a range.
+    gap = 0 if tenants is not None else len(ordered)
+    queue = batch_ranges(
+        ordered, [s.key for s in scopes], max_tenants=max_tenants_per_run, max_gap=gap
     )
-    start, end = all_known.index(ordered[0]), all_known.index(ordered[-1])
-    if all_known[start : end + 1] == ordered:
-        # One run for every tenant (the per-tenant assets backfill a range in a single run).
-        ranges = [(ordered[0], ordered[-1])]
-    else:
-        ranges = [(k, k) for k in ordered]  # a subset: never touch tenants not asked for
-    for first, last in ranges:
-        materialize(
-            ALL_ASSETS,
-            selection=TENANT_ASSETS,
+    total = len(scopes)
+    while queue:
+        first, last = queue.pop(0)
+        label = first if first == last else f"{first} .. {last}"
+        say(f"ingest_job [{label}] ({total} tenants in all)")
+        result = job.execute_in_process(
             instance=instance,
-            resources=resources,
             run_config=QUIET,
-            tags={
-                "dagster/asset_partition_range_start": first,
-                "dagster/asset_partition_range_end": last,
-            },
+            tags={**range_tags(first, last), **CLI_TAGS},
+            raise_on_error=False,
         )
-    return RunOutcome(scopes, len(work), len(ranges), time.perf_counter() - started, problems)
+        outcome.runs += 1
+        if result.success:
+            continue
+        halves = split_range(ordered, first, last)
+        if halves:
+            say(f"  a tenant of [{label}] failed; rerunning the range in halves")
+            queue[:0] = halves
+            continue
+        step, reason = _first_failure(result)
+        outcome.failures.append(PartitionFailure(step, first, reason, result.run_id))
+    outcome.seconds = time.perf_counter() - started
+    return outcome
 
 
 def terminal_progress() -> Callable[[str], None] | None:

@@ -1,34 +1,54 @@
-"""The landing-zone sensor: new or changed files -> tenant partitions + ingest runs."""
+"""Sensors: the landing zone -> batched ingest runs, and a failed batch -> its halves.
 
+`landing_sensor` adds a tenant partition for every new `org/repo` and asks for `ingest_job`
+runs over ranges of the tenants whose files are new or changed (`pipelines.batches`): a tick
+with 1,000 changed tenants launches a handful of runs, not 1,000. `split_failed_batches` reruns
+the two halves of a failed range, down to single tenants, so one tenant's bad day never holds
+back the others.
+"""
+
+from __future__ import annotations
+
+import hashlib
 import json
 from pathlib import Path
 
 from dagster import (
+    DagsterRunStatus,
     DefaultSensorStatus,
+    RunFailureSensorContext,
     RunRequest,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
+    run_failure_sensor,
     sensor,
 )
 
-from assets.partitions import TENANTS, scope_day_key, scope_partitions
+from assets.partitions import TENANTS, scope_partitions
 from memflow import landing
-from memflow.turns import file_days
+from pipelines.batches import (
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    SOURCE_TAG,
+    batch_ranges,
+    range_tags,
+    split_range,
+)
 from pipelines.jobs import ingest_job
 from resources.configurable import Storage
-from schemas.scope import Scope
 
 
 def scan_landing(
     root: Path, cursor: dict[str, dict], known_tenants: set[str]
-) -> tuple[list[str], list[tuple[str, str, str]], dict[str, dict]]:
-    """(new tenant keys, [(tenant, day, run_key)], new cursor) for files new or changed since
-    `cursor` (path -> fingerprint dict). Pure, so tests call it without a Dagster instance."""
+) -> tuple[list[str], dict[str, str], dict[str, dict]]:
+    """(new tenant keys, {changed tenant: digest of its changed files}, new cursor) for files
+    new or changed since `cursor` (path -> fingerprint dict). Pure, so tests call it without a
+    Dagster instance."""
     found = landing.discover(root)
     new_cursor: dict[str, dict] = {}
     new_tenants: list[str] = []
-    requests: dict[tuple[str, str], str] = {}
+    changed: dict[str, str] = {}
     for scope, files in found.items():
         for path in files:
             rel = landing.relative_name(path, root)
@@ -41,40 +61,70 @@ def scan_landing(
                 continue
             if scope.key not in known_tenants and scope.key not in new_tenants:
                 new_tenants.append(scope.key)
-            for day in file_days(path, root):
-                key = (scope.key, day)
-                requests[key] = requests.get(key, "") + fp.sha256[:12]
-    runs = [
-        (tenant, day, f"{tenant}|{day}|{digest}")
-        for (tenant, day), digest in sorted(requests.items())
-    ]
-    return new_tenants, runs, new_cursor
+            changed[scope.key] = changed.get(scope.key, "") + fp.sha256[:12]
+    return new_tenants, changed, new_cursor
+
+
+def _run_key(first: str, last: str, changed: dict[str, str], ordered: list[str]) -> str:
+    keys = ordered[ordered.index(first) : ordered.index(last) + 1]
+    digest = hashlib.sha256("".join(changed.get(k, "") for k in keys).encode()).hexdigest()
+    return f"{first}..{last}|{digest[:16]}"
 
 
 @sensor(
     job=ingest_job,
     minimum_interval_seconds=5,
     default_status=DefaultSensorStatus.RUNNING,
-    description="Watches the landing zone: adds tenant partitions and requests an ingest run "
-    "for every (tenant, day) a new or changed file touches.",
+    description="Watches the landing zone: adds tenant partitions and requests ingest_job runs "
+    "over ranges of the tenants whose files are new or changed (many tenants per run).",
 )
 def landing_sensor(context: SensorEvaluationContext, storage: Storage):
     root = storage.landing
     if not root.is_dir():
         return SkipReason(f"landing zone {root} does not exist")
     cursor = json.loads(context.cursor) if context.cursor else {}
-    known = set(context.instance.get_dynamic_partitions(TENANTS))
-    new_tenants, runs, new_cursor = scan_landing(root, cursor, known)
-    if not runs and not new_tenants:
+    known = context.instance.get_dynamic_partitions(TENANTS)
+    new_tenants, changed, new_cursor = scan_landing(root, cursor, set(known))
+    if not changed:
         context.update_cursor(json.dumps(new_cursor, sort_keys=True))
         return SkipReason("no new or changed landing files")
+    ordered = [*known, *new_tenants]
     return SensorResult(
         run_requests=[
-            RunRequest(run_key=run_key, partition_key=scope_day_key(Scope.parse(t), d))
-            for t, d, run_key in runs
+            RunRequest(
+                run_key=_run_key(first, last, changed, ordered),
+                tags={**range_tags(first, last), SOURCE_TAG: "landing_sensor"},
+            )
+            for first, last in batch_ranges(ordered, changed)
         ],
         dynamic_partitions_requests=[scope_partitions.build_add_request(new_tenants)]
         if new_tenants
         else [],
         cursor=json.dumps(new_cursor, sort_keys=True),
     )
+
+
+@run_failure_sensor(
+    monitored_jobs=[ingest_job],
+    request_job=ingest_job,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="A failed ingest_job run over several tenants is rerun as two halves, down to "
+    "single tenants: one tenant's failure never holds back the rest of its batch.",
+)
+def split_failed_batches(context: RunFailureSensorContext):
+    run = context.dagster_run
+    first, last = run.tags.get(RANGE_START_TAG), run.tags.get(RANGE_END_TAG)
+    if run.status != DagsterRunStatus.FAILURE or not first or not last or first == last:
+        return
+    ordered = context.instance.get_dynamic_partitions(TENANTS)
+    if first not in ordered or last not in ordered:
+        return
+    for a, b in split_range(ordered, first, last):
+        yield RunRequest(
+            run_key=f"split:{run.run_id}:{a}..{b}",
+            tags={
+                **range_tags(a, b),
+                SOURCE_TAG: "split_failed_batches",
+                "memflow/parent": run.run_id,
+            },
+        )

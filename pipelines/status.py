@@ -11,55 +11,58 @@ import polars as pl
 from resources.settings import Settings
 from resources.tables import TableStore
 from schemas.scope import Scope
-from schemas.tables import PER_DAY, TABLES, Asset
+from schemas.tables import TABLES, Asset, conform, empty
+
+
+def _read(tables: TableStore, asset: str, scope: Scope) -> pl.DataFrame:
+    """A tenant's table in its declared layout (empty when never written, and whatever columns
+    a run killed half-way left behind)."""
+    df = tables.read_table(asset, scope)
+    return conform(df, TABLES[asset]) if df is not None else empty(TABLES[asset])
 
 
 def table_rows(tables: TableStore, scope: Scope) -> dict[str, int]:
-    rows: dict[str, int] = {}
-    for asset in PER_DAY:
-        df = tables.read_days(asset, scope)
-        rows[asset] = 0 if df is None else df.height
-    for asset in (a for a in TABLES if a not in PER_DAY):
-        df = tables.read(asset, scope)
-        rows[asset] = 0 if df is None else df.height
-    return rows
+    return {asset: _read(tables, asset, scope).height for asset in TABLES}
 
 
 def tenant_summary(tables: TableStore, scope: Scope) -> dict[str, Any]:
     rows = table_rows(tables, scope)
-    quarantine = tables.read(Asset.QUARANTINE, scope)
-    reasons = Counter(quarantine["reason"].to_list()) if quarantine is not None else Counter()
-    turns = tables.read_days(Asset.RAW_TURNS, scope)
-    awaiting = 0
-    if turns is not None and turns.height:
-        awaiting = turns.filter(
-            pl.col("role").is_in(["user", "assistant"])
-            & pl.col("tool_triples").is_null()
-            & pl.col("content").is_not_null()
-        ).height
-    triples = tables.read_days(Asset.EXTRACTED_TRIPLES, scope)
-    model_triples = 0 if triples is None else triples.filter(pl.col("source") != "explicit").height
+    quarantine = _read(tables, Asset.QUARANTINE, scope)
+    reasons = Counter(quarantine["reason"].to_list())
+    log = _read(tables, Asset.EXTRACTION_LOG, scope)
+    files = _read(tables, Asset.LANDING_FILES, scope)
+    lines_in = int(files["records"].sum() or 0)
+    landing_rejects = _read(tables, Asset.TURN_REJECTS, scope).height
     return {
         "tenant": scope.key,
+        "lines_in": lines_in,
         "turns": rows[Asset.RAW_TURNS],
+        "landing_rejects": landing_rejects,
+        "lines_accounted": lines_in == rows[Asset.RAW_TURNS] + landing_rejects,
         "triples": rows[Asset.EXTRACTED_TRIPLES],
         "facts": rows[Asset.VALIDATED_FACTS],
         "entities": rows[Asset.ENTITIES],
         "rejects": rows[Asset.QUARANTINE],
         "rejects_by_reason": dict(sorted(reasons.items())),
-        "text_turns_awaiting_extraction": 0 if model_triples else awaiting,
+        "text_turns_awaiting_extraction": log.filter(pl.col("model") == "none").height,
     }
 
 
 def format_summary(rows: list[dict[str, Any]]) -> str:
     lines = [
-        f"{'tenant':<28} {'turns':>6} {'triples':>8} {'facts':>6} {'entities':>8} {'rejects':>8}"
+        f"{'tenant':<28} {'lines':>6} {'turns':>6} {'triples':>8} {'facts':>6} {'entities':>8} "
+        f"{'rejects':>8}"
     ]
     for r in rows:
         lines.append(
-            f"{r['tenant']:<28} {r['turns']:>6} {r['triples']:>8} {r['facts']:>6} "
-            f"{r['entities']:>8} {r['rejects']:>8}"
+            f"{r['tenant']:<28} {r['lines_in']:>6} {r['turns']:>6} {r['triples']:>8} "
+            f"{r['facts']:>6} {r['entities']:>8} {r['rejects']:>8}"
         )
+        if not r["lines_accounted"]:
+            lines.append(
+                f"    NOT ACCOUNTED: {r['lines_in']} lines read, but {r['turns']} turns + "
+                f"{r['landing_rejects']} landing rejects"
+            )
         if r["rejects_by_reason"]:
             reasons = ", ".join(f"{k} {v}" for k, v in r["rejects_by_reason"].items())
             lines.append(f"    rejects by reason: {reasons}")
@@ -111,8 +114,8 @@ def status(cfg: Settings) -> dict[str, Any]:
     try:
         for scope in scopes:
             rows = table_rows(tables, scope)
-            entities = tables.read(Asset.ENTITIES, scope)
-            facts = tables.read(Asset.VALIDATED_FACTS, scope)
+            entities = _read(tables, Asset.ENTITIES, scope)
+            facts = _read(tables, Asset.VALIDATED_FACTS, scope)
             entities = entities if entities is not None else pl.DataFrame()
             facts = facts if facts is not None else pl.DataFrame()
             graph_equal, graph_diff = graph_equals_table(graph, scope, entities, facts)

@@ -1,15 +1,21 @@
-"""The Parquet tables, the source of truth: one file per asset and partition.
+"""The Parquet tables, the source of truth: one table per asset and tenant.
 
 Layout under the data directory::
 
-    tables/<asset>/<org>/<repo>.parquet            per-tenant assets
-    tables/<asset>/<org>/<repo>/<YYYY-MM-DD>.parquet  per tenant x day assets
+    tables/<asset>/<org>/<repo>.parquet               a tenant's table
+    tables/<asset>/<org>/<repo>/<YYYY-MM-DD>.parquet  a per-day table, one file per day of its
+                                                      `day` column (`schemas.tables.PER_DAY`)
+    tables/<asset>/<org>/<repo>/_manifest.json        per-day tables: a content hash per day
 
-Writes are atomic (temp file + rename), so a killed run never leaves half a table behind.
+`write_table` rewrites only the days whose content changed (the manifest says which), so a run
+that adds one day writes one file whatever the tenant's history. Writes are atomic (temp file +
+rename), so a killed run never leaves half a table behind.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import tempfile
 from collections.abc import Iterable
@@ -18,6 +24,10 @@ from pathlib import Path
 import polars as pl
 
 from schemas.scope import Scope
+from schemas.tables import PER_DAY
+
+MANIFEST = "_manifest.json"
+SUMMARY = "_summary.json"
 
 
 class TableStore:
@@ -86,3 +96,77 @@ class TableStore:
                 except ValueError:
                     continue
         return sorted(found, key=lambda s: s.key)
+
+    # ------------------------------------------------------------------ whole tenant tables
+
+    def read_table(self, asset: str, scope: Scope) -> pl.DataFrame | None:
+        """A tenant's table, per-day or not; None if it was never written."""
+        return self.read_days(asset, scope) if asset in PER_DAY else self.read(asset, scope)
+
+    def write_table(self, df: pl.DataFrame, asset: str, scope: Scope) -> dict[str, int]:
+        """Store a tenant's whole table. Per-day tables: write the days whose content changed,
+        delete the days that have no row any more. Returns {"written": files, "kept": files}."""
+        if asset not in PER_DAY:
+            self.write(df, asset, scope)
+            return {"written": 1, "kept": 0}
+        folder = self.root / asset / scope.tenant_id / scope.ns
+        manifest = self._manifest(folder)
+        new: dict[str, str] = {}
+        written = kept = 0
+        by_day = df.partition_by("day", as_dict=True, maintain_order=True) if df.height else {}
+        for (day,), part in by_day.items():
+            digest = _digest(part)
+            new[day] = digest
+            if manifest.get(day) == digest and self.exists(asset, scope, day):
+                kept += 1
+                continue
+            self.write(part, asset, scope, day)
+            written += 1
+        for day in set(self.days(asset, scope)) - set(new):
+            self.path(asset, scope, day).unlink(missing_ok=True)
+        self._write_manifest(folder, new)
+        return {"written": written, "kept": kept}
+
+    def _manifest(self, folder: Path) -> dict[str, str]:
+        try:
+            return json.loads((folder / MANIFEST).read_text())
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    def _write_manifest(self, folder: Path, manifest: dict[str, str]) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(dict(sorted(manifest.items())), fh)
+        os.replace(tmp, folder / MANIFEST)
+
+
+    # --------------------------------------------------------------- per-tenant summaries
+
+    def record_summary(self, asset: str, scope: Scope, values: dict[str, int]) -> None:
+        """Remember a small summary of a tenant's table (counts a check reads for every tenant
+        without opening every table). One JSON file per asset, updated under a lock."""
+        folder = self.root / asset
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / ".summary.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            summary = self.summaries(asset)
+            summary[scope.key] = values
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+            with os.fdopen(fd, "w") as fh:
+                json.dump(dict(sorted(summary.items())), fh)
+            os.replace(tmp, folder / SUMMARY)
+
+    def summaries(self, asset: str) -> dict[str, dict[str, int]]:
+        """Every tenant's recorded summary of `asset` (tenant key -> values)."""
+        try:
+            return json.loads((self.root / asset / SUMMARY).read_text())
+        except (FileNotFoundError, ValueError):
+            return {}
+
+
+def _digest(df: pl.DataFrame) -> str:
+    """A content hash of a day's rows (order-sensitive; the writers sort deterministically)."""
+    first = df.hash_rows(seed=0).sum()
+    second = df.hash_rows(seed=7).sum()
+    return f"{df.height}:{first}:{second}:{','.join(df.columns)}"

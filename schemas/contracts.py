@@ -7,6 +7,9 @@ polars IO-manager type resolution.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import pandera.errors as pa_errors
 import pandera.polars as pa
 import polars as pl
 from pandera.api.polars.types import PolarsData
@@ -129,10 +132,62 @@ class QuarantineContract(_Scoped):
         return _no_secrets(data)
 
 
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One row that broke one check of a contract."""
+
+    row: int  # position in the validated frame
+    column: str  # the column, or the contract's name for a table-wide check
+    check: str
+
+    @property
+    def reason(self) -> str:
+        """The quarantine reason: ``contract:<column>:<check>``."""
+        return f"contract:{self.column}:{self.check}"
+
+
+def split_valid(
+    df: pl.DataFrame, contract: type[pa.DataFrameModel]
+) -> tuple[pl.DataFrame, list[Violation]]:
+    """(rows that meet the contract, one `Violation` per failing row and check).
+
+    The contract becomes a row filter: an asset quarantines the failing rows with their reason
+    and stores the rest, so the blocking check on what it stores is a last guard that never
+    fires on input. A failure that names no row (a wrong column type) is a bug in memflow, not
+    bad input: it is raised.
+    """
+    try:
+        contract.validate(df, lazy=True)
+    except pa_errors.SchemaErrors as exc:
+        cases = exc.failure_cases
+    else:
+        return df, []
+    tablewide = cases.filter(pl.col("index").is_null())
+    if tablewide.height:
+        raise pa_errors.SchemaError(
+            contract.to_schema(), df, f"{contract.__name__}: {tablewide.to_dicts()}"
+        )
+    violations = [
+        Violation(int(r["index"]), str(r["column"] or contract.__name__), _check_name(r["check"]))
+        for r in cases.select("index", "column", "check").unique(maintain_order=True).to_dicts()
+    ]
+    bad = sorted({v.row for v in violations})
+    good = df.with_row_index("__row").filter(~pl.col("__row").is_in(bad)).drop("__row")
+    return good, violations
+
+
+def _check_name(check: str | None) -> str:
+    """`str_matches('^...$')` -> `str_matches`; names without arguments stay."""
+    text = str(check or "check")
+    return text.split("(", 1)[0].strip() or text
+
+
 __all__ = [
     "EntityContract",
     "FactContract",
     "QuarantineContract",
     "TripleContract",
     "TurnContract",
+    "Violation",
+    "split_valid",
 ]

@@ -11,13 +11,16 @@ import polars as pl
 
 
 class Asset:
-    """Every asset's name. The first eight are stored tables (see `TABLES`). Plain strings, not
-    an Enum: Dagster serializes asset keys and accepts only its own enums."""
+    """Every asset's name. All but the sinks and the model sources are stored tables
+    (`TABLES`). Plain strings, not an Enum: Dagster serializes asset keys and accepts only its
+    own enums."""
 
     RAW_TURNS: Final = "raw_turns"
     TURN_REJECTS: Final = "turn_rejects"
+    LANDING_FILES: Final = "landing_files"
     EXTRACTED_TRIPLES: Final = "extracted_triples"
     EXTRACTION_REJECTS: Final = "extraction_rejects"
+    EXTRACTION_LOG: Final = "extraction_log"
     VALIDATED_FACTS: Final = "validated_facts"
     ENTITIES: Final = "entities"
     QUARANTINE: Final = "quarantine"
@@ -117,6 +120,35 @@ QUARANTINE: dict[str, pl.DataType] = {
     "record": pl.String(),  # the offending record, redacted, at most 2,000 characters
 }
 
+LANDING_FILES: dict[str, pl.DataType] = {
+    # The landing index of a tenant: which version of each file its turns came from, so a run
+    # reads only new or changed files, and every line is accounted for (records = turns +
+    # rejects).
+    "tenant_id": pl.String(),
+    "ns": pl.String(),
+    "source_file": pl.String(),  # relative to the landing zone
+    "size": pl.Int64(),
+    "mtime_ns": pl.Int64(),
+    "sha256": pl.String(),  # of exactly the bytes read
+    "records": pl.Int64(),  # non-blank lines (JSONL) or rows (Parquet)
+    "turns": pl.Int64(),  # accepted into raw_turns
+    "rejects": pl.Int64(),  # quarantined in turn_rejects
+    "read_at": UTC_TS,
+}
+
+EXTRACTION_LOG: dict[str, pl.DataType] = {
+    # One row per turn the extraction stage handled: the turns it owes nothing, and with which
+    # model each was done (a model change re-extracts the turns of the previous model).
+    "turn_key": pl.String(),
+    "tenant_id": pl.String(),
+    "ns": pl.String(),
+    "day": pl.String(),
+    "model": pl.String(),  # the extractor's identity, "explicit", or "none" (awaiting)
+    "triples": pl.Int64(),
+    "rejects": pl.Int64(),
+    "extracted_at": UTC_TS,
+}
+
 EMBEDDINGS: dict[str, pl.DataType] = {
     "tenant_id": pl.String(),
     "ns": pl.String(),
@@ -127,23 +159,21 @@ EMBEDDINGS: dict[str, pl.DataType] = {
 }
 
 
-# The stored tables: asset -> columns. Per-day tables are stored one file per (scope, day).
+# The stored tables: asset -> columns. Every table is per tenant; the PER_DAY ones are stored
+# one file per (tenant, day) of their `day` column, so a run rewrites only the days it changed.
 TABLES: dict[str, dict[str, pl.DataType]] = {
     Asset.RAW_TURNS: RAW_TURNS,
     Asset.TURN_REJECTS: QUARANTINE,
+    Asset.LANDING_FILES: LANDING_FILES,
     Asset.EXTRACTED_TRIPLES: TRIPLES,
     Asset.EXTRACTION_REJECTS: QUARANTINE,
+    Asset.EXTRACTION_LOG: EXTRACTION_LOG,
     Asset.VALIDATED_FACTS: FACTS,
     Asset.ENTITIES: ENTITIES,
     Asset.QUARANTINE: QUARANTINE,
     Asset.ENTITY_EMBEDDINGS: EMBEDDINGS,
 }
-PER_DAY: tuple[str, ...] = (
-    Asset.RAW_TURNS,
-    Asset.TURN_REJECTS,
-    Asset.EXTRACTED_TRIPLES,
-    Asset.EXTRACTION_REJECTS,
-)
+PER_DAY: tuple[str, ...] = (Asset.RAW_TURNS, Asset.EXTRACTED_TRIPLES, Asset.EXTRACTION_LOG)
 
 
 def empty(columns: dict[str, pl.DataType]) -> pl.DataFrame:

@@ -212,10 +212,12 @@ def test_triples_are_landed_as_one_tool_turn_that_the_pipeline_reads_with_the_sa
     assert read.rejects.height == 0 and read.turns.height == 1
 
     # The pipeline's own path (raw_turns read + extraction) computes the ids the API returned.
-    from memflow.turns import read_tenant_day
+    from datetime import UTC, datetime
+
+    from memflow.turns import TurnTables, ingest_turns
 
     scope = Scope.parse(ACME)
-    turns, _rejects, _ = read_tenant_day(landing, scope, read.days[0])
+    turns = ingest_turns(landing, scope, [path], TurnTables.empty(), datetime.now(UTC)).tables.turns
     report = extract_day(scope, turns, None)
     assert report.rejects.height == 0
     assert report.triples["triple_id"].to_list() == [t["triple_id"] for t in body["triples"]]

@@ -7,7 +7,7 @@ import sys
 
 from dagster import DagsterInstance, materialize
 
-from assets.partitions import TENANTS, scope_day_key
+from assets.partitions import TENANTS
 from pipelines.definitions import ALL_ASSETS
 from pipelines.io import ParquetTablesIOManager
 from resources.configurable import (
@@ -26,7 +26,6 @@ def main() -> int:
     p.add_argument("--data", required=True)
     p.add_argument("--home", required=True)
     p.add_argument("--tenant", required=True)
-    p.add_argument("--day")
     p.add_argument("--embed-url", default="")
     p.add_argument("--select", nargs="+", required=True)
     args = p.parse_args()
@@ -47,11 +46,10 @@ def main() -> int:
     with DagsterInstance.local_temp(args.home) as instance:
         if scope.key not in instance.get_dynamic_partitions(TENANTS):
             instance.add_dynamic_partitions(TENANTS, [scope.key])
-        key = scope_day_key(scope, args.day) if args.day else scope.key
         result = materialize(
             ALL_ASSETS,
             selection=args.select,
-            partition_key=key,
+            partition_key=scope.key,
             instance=instance,
             resources=resources,
             raise_on_error=False,

@@ -49,7 +49,13 @@ def world(tmp_path_factory: pytest.TempPathFactory):
     w = {"landing": landing, "data": data, "home": home}
     assert (
         child(
-            w, "raw_turns", "turn_rejects", "extracted_triples", "extraction_rejects", day=DAY
+            w,
+            "raw_turns",
+            "turn_rejects",
+            "landing_files",
+            "extracted_triples",
+            "extraction_rejects",
+            "extraction_log",
         ).wait(300)
         == 0
     )
@@ -58,7 +64,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
     stop_lite_server(data)
 
 
-def child(w: dict, *select: str, day: str | None = None, embed_url: str = "") -> subprocess.Popen:
+def child(w: dict, *select: str, embed_url: str = "") -> subprocess.Popen:
     cmd = [
         sys.executable,
         "-m",
@@ -74,8 +80,6 @@ def child(w: dict, *select: str, day: str | None = None, embed_url: str = "") ->
         "--select",
         *select,
     ]
-    if day:
-        cmd += ["--day", day]
     if embed_url:
         cmd += ["--embed-url", embed_url]
     return subprocess.Popen(

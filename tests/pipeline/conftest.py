@@ -45,3 +45,44 @@ def make_resources(landing: Path, data_dir: Path, **overrides: object) -> dict:
     }
     res.update(overrides)
     return res
+
+
+# The assets of the stages, by name (a multi-asset runs whole).
+INGEST = [
+    "raw_turns",
+    "turn_rejects",
+    "landing_files",
+    "extracted_triples",
+    "extraction_rejects",
+    "extraction_log",
+]
+FACTS = ["validated_facts", "entities", "quarantine"]
+DOWNSTREAM = [*FACTS, "entity_embeddings", "graph_sink", "vector_sink"]
+EVERYTHING = [*INGEST, *DOWNSTREAM]
+
+
+def run_assets(
+    instance: DagsterInstance,
+    resources: dict,
+    selection: list[str],
+    tenants: list[str],
+    **kwargs: object,
+):
+    """Materialize `selection` for a contiguous range of tenants in one run (adding the tenant
+    partitions first), as `memflow run` and the sensor do."""
+    from dagster import materialize
+
+    from pipelines.batches import range_tags
+    from pipelines.definitions import ALL_ASSETS
+
+    known = set(instance.get_dynamic_partitions("tenants"))
+    instance.add_dynamic_partitions("tenants", [t for t in tenants if t not in known])
+    tags = dict(kwargs.pop("tags", {}) or {})  # type: ignore[call-overload]
+    return materialize(
+        ALL_ASSETS,
+        selection=selection,
+        instance=instance,
+        resources=resources,
+        tags={**range_tags(tenants[0], tenants[-1]), **tags},
+        **kwargs,  # type: ignore[arg-type]
+    )

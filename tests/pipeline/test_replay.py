@@ -8,14 +8,13 @@ from pathlib import Path
 import pytest
 from dagster import AssetKey, AssetSelection, materialize
 
-from assets.partitions import TENANTS, scope_day_key
+from assets.partitions import TENANTS
 from pipelines.definitions import ALL_ASSETS
-from pipelines.jobs import INGEST_ASSETS
 from resources.configurable import EmbeddingModelResource
 from resources.vector.factory import open_vector_store
 from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
-from tests.pipeline.conftest import make_resources
+from tests.pipeline.conftest import INGEST, make_resources, run_assets
 from tests.support.embeddings_server import EmbeddingsServer
 
 pytestmark = pytest.mark.slow
@@ -64,18 +63,7 @@ def test_one_run_for_many_tenants_then_model_change_replays_per_model(
     with EmbeddingsServer(dim=8, model="hash-a") as server:
         res = make_resources(landing, data_dir, embedding=embedder(server, "hash-a"))
         assert materialize(ALL_ASSETS, selection=MODELS, instance=instance, resources=res).success
-        for scope, day in [
-            (Scope("acme", "api"), "2026-11-02"),
-            (Scope("acme", "api"), "2026-11-03"),
-            (Scope("globex", "ml"), "2026-11-02"),
-        ]:
-            assert materialize(
-                ALL_ASSETS,
-                selection=INGEST_ASSETS,
-                instance=instance,
-                partition_key=scope_day_key(scope, day),
-                resources=res,
-            ).success
+        assert run_assets(instance, res, INGEST, ["acme/api", "globex/ml"]).success
         result = materialize(
             ALL_ASSETS, selection=PER_TENANT, instance=instance, resources=res, tags=TENANT_RANGE
         )

@@ -5,34 +5,38 @@ import os
 from pathlib import Path
 
 from dagster import SensorResult, SkipReason, build_sensor_context
+from hypothesis import given
+from hypothesis import strategies as st
 
 from assets.partitions import TENANTS
+from pipelines.batches import (
+    RANGE_END_TAG,
+    RANGE_START_TAG,
+    batch_ranges,
+    range_keys,
+    split_range,
+)
 from pipelines.sensors import landing_sensor, scan_landing
 from resources.configurable import Storage
 from tests.pipeline.landing_fixtures import save, write_jsonl
 
 
-def test_scan_finds_new_tenants_and_days_then_nothing(landing: Path) -> None:
-    tenants, runs, cursor = scan_landing(landing, {}, set())
+def test_scan_finds_new_tenants_then_nothing(landing: Path) -> None:
+    tenants, changed, cursor = scan_landing(landing, {}, set())
     assert sorted(tenants) == ["acme/api", "globex/ml"]
-    assert sorted((t, d) for t, d, _ in runs) == [
-        ("acme/api", "2026-11-02"),
-        ("acme/api", "2026-11-03"),
-        ("globex/ml", "2026-11-02"),
-    ]
+    assert sorted(changed) == ["acme/api", "globex/ml"]
     again = scan_landing(landing, cursor, set(tenants))
-    assert again[0] == [] and again[1] == []
+    assert again[0] == [] and again[1] == {}
 
 
-def test_a_changed_file_requests_only_its_days_with_a_new_run_key(landing: Path) -> None:
-    tenants, runs, cursor = scan_landing(landing, {}, set())
+def test_a_changed_file_marks_only_its_tenant_with_a_new_digest(landing: Path) -> None:
+    tenants, changed, cursor = scan_landing(landing, {}, set())
     path = write_jsonl(
         landing,
         "globex",
         "ml",
         "session-9.jsonl",
         [
-            save("globex", "ml", "s9", "1", "2026-11-02T12:00:00-05:00", []),
             save(
                 "globex",
                 "ml",
@@ -44,30 +48,28 @@ def test_a_changed_file_requests_only_its_days_with_a_new_run_key(landing: Path)
         ],
     )
     os.utime(path, ns=(1, 1))
-    _, runs2, _ = scan_landing(landing, cursor, set(tenants))
-    assert sorted((t, d) for t, d, _ in runs2) == [
-        ("globex/ml", "2026-11-02"),
-        ("globex/ml", "2026-11-05"),
-    ]
-    old_keys = {k for _, _, k in runs}
-    assert not old_keys & {k for _, _, k in runs2}
+    _, changed2, _ = scan_landing(landing, cursor, set(tenants))
+    assert list(changed2) == ["globex/ml"]
+    assert changed2["globex/ml"] != changed["globex/ml"]
 
 
-def test_sensor_adds_partitions_and_requests_runs(instance, landing: Path, data_dir: Path) -> None:
-    paths = Storage(landing_dir=str(landing), data_dir=str(data_dir))
-    ctx = build_sensor_context(instance=instance, resources={"storage": paths})
+def test_sensor_adds_partitions_and_requests_one_run_for_both_tenants(
+    instance, landing: Path, data_dir: Path
+) -> None:
+    storage = Storage(landing_dir=str(landing), data_dir=str(data_dir))
+    ctx = build_sensor_context(instance=instance, resources={"storage": storage})
     result = landing_sensor(ctx)
     assert isinstance(result, SensorResult)
-    assert len(result.run_requests) == 3
+    (request,) = result.run_requests
     (add,) = result.dynamic_partitions_requests
-    assert sorted(add.partition_keys) == ["acme/api", "globex/ml"]
-    assert {r.partition_key.keys_by_dimension["tenant"] for r in result.run_requests} == {
+    assert list(add.partition_keys) == ["acme/api", "globex/ml"]
+    assert (request.tags[RANGE_START_TAG], request.tags[RANGE_END_TAG]) == (
         "acme/api",
         "globex/ml",
-    }
+    )
     instance.add_dynamic_partitions(TENANTS, list(add.partition_keys))
     ctx2 = build_sensor_context(
-        instance=instance, resources={"storage": paths}, cursor=result.cursor
+        instance=instance, resources={"storage": storage}, cursor=result.cursor
     )
     assert isinstance(landing_sensor(ctx2), SkipReason)
     assert set(json.loads(result.cursor)) == {
@@ -77,6 +79,41 @@ def test_sensor_adds_partitions_and_requests_runs(instance, landing: Path, data_
 
 
 def test_sensor_skips_a_missing_landing_zone(instance, tmp_path: Path) -> None:
-    paths = Storage(landing_dir=str(tmp_path / "nope"), data_dir=str(tmp_path))
-    result = landing_sensor(build_sensor_context(instance=instance, resources={"storage": paths}))
+    storage = Storage(landing_dir=str(tmp_path / "nope"), data_dir=str(tmp_path))
+    result = landing_sensor(build_sensor_context(instance=instance, resources={"storage": storage}))
     assert isinstance(result, SkipReason)
+
+
+def test_ranges_cut_at_long_gaps_and_at_the_size_cap() -> None:
+    ordered = [f"o/t{i:03d}" for i in range(100)]
+    assert batch_ranges(ordered, ["o/t001", "o/t003", "o/t050"], max_gap=5) == [
+        ("o/t001", "o/t003"),
+        ("o/t050", "o/t050"),
+    ]
+    assert batch_ranges(ordered, ordered[:10], max_tenants=4) == [
+        ("o/t000", "o/t003"),
+        ("o/t004", "o/t007"),
+        ("o/t008", "o/t009"),
+    ]
+    assert split_range(ordered, "o/t000", "o/t004") == [("o/t000", "o/t001"), ("o/t002", "o/t004")]
+    assert split_range(ordered, "o/t007", "o/t007") == []
+
+
+@given(
+    n=st.integers(1, 60),
+    picks=st.sets(st.integers(0, 59), min_size=1),
+    cap=st.integers(1, 20),
+    gap=st.integers(0, 10),
+)
+def test_ranges_cover_every_wanted_tenant_once_within_the_limits(
+    n: int, picks: set[int], cap: int, gap: int
+) -> None:
+    ordered = [f"o/t{i:03d}" for i in range(n)]
+    wanted = {ordered[i] for i in picks if i < n} or {ordered[0]}
+    ranges = batch_ranges(ordered, wanted, max_tenants=cap, max_gap=gap)
+    covered = [k for first, last in ranges for k in range_keys(ordered, first, last)]
+    assert len(covered) == len(set(covered))  # no tenant in two runs
+    assert wanted <= set(covered)
+    for first, last in ranges:
+        keys = range_keys(ordered, first, last)
+        assert len(keys) <= cap and first in wanted and last in wanted
