@@ -140,7 +140,6 @@ class TableStore:
             json.dump(dict(sorted(manifest.items())), fh)
         os.replace(tmp, folder / MANIFEST)
 
-
     # --------------------------------------------------------------- per-tenant summaries
 
     def record_summary(self, asset: str, scope: Scope, values: dict[str, int]) -> None:
