@@ -51,6 +51,9 @@ substrings or regexes that every match implies and that demand its structure, no
 without running a detector. The gates run as one regex factored by common prefixes (Python's
 engine tries alternatives one by one). ``redact_series`` runs the same gates in polars (Rust)
 over the unique values of a column and sends only the candidates through the detectors.
+
+Helpers for ingestion: ``redact_record`` (a rejected raw line, clipped after redaction) and
+``redact_id`` (id-like fields: a secret inside an id is replaced, and the id stays unique).
 """
 
 from __future__ import annotations
@@ -93,7 +96,9 @@ __all__ = [
     "PREFILTER_PATTERN",
     "contains_secret",
     "redact",
+    "redact_id",
     "redact_json",
+    "redact_record",
     "redact_series",
     "redact_series_with_count",
     "redact_with_count",
@@ -1434,6 +1439,74 @@ def redact(text: str | None) -> str | None:
 def contains_secret(text: str) -> bool:
     """Whether `redact` would change the text. False on anything `redact` returned."""
     return redact_with_count(text)[1] > 0
+
+
+# --- ingestion helpers ------------------------------------------------------------------------
+
+
+def _clip(text: str, limit: int) -> str:
+    """The first `limit` characters, less a placeholder the cut would split."""
+    head = text[:limit]
+    start = head.rfind(_PLACEHOLDER_START)
+    if start >= 0 and (m := PLACEHOLDER_PATTERN.match(text, start)) and m.end() > limit:
+        head = head[:start]
+    return head
+
+
+def redact_record(raw: str, limit: int) -> str:
+    """A rejected raw line as the quarantine may keep it: redacted, then clipped.
+
+    `raw` is the line as read (decoded to text): JSON, JSON with escapes (`postgres:\\/\\/`,
+    `\\"`, `\\u0041`, a JSON document inside a JSON string), or no JSON at all. Secrets are
+    found in the text as written and in its decoded forms, and cut from the text as written
+    (an escaped secret goes with all its escape sequences); the rest stays as it was.
+
+    Clipping comes after redaction, so a cut can never leave part of a secret behind: at most
+    `limit` characters are kept, never half a placeholder. A cut can make text look like a
+    secret that was none (`password = get_password(` becomes `password = get_pass`); the
+    clipped text is redacted again, and clipped again should that make it longer.
+
+    The result satisfies ``contains_secret(result) is False`` and ``len(result) <= limit``.
+    Pass the whole line, or a head longer than `limit`: a token cut off at the end of `raw`
+    may no longer be recognisable.
+    """
+    if limit <= 0:
+        return ""
+    out = redact_with_count(raw)[0]
+    for _ in range(16):
+        if len(out) <= limit:
+            return out
+        out = redact_with_count(_clip(out, limit))[0]
+    # Each round cuts at the limit and redacts again; no known text needs more than two.
+    head = _clip(out, limit)
+    return head if not contains_secret(head) else ""
+
+
+_ID_DIGEST_CHARS = 8
+
+
+def redact_id(value: str) -> str:
+    """An id-like field (session_id, turn_id, client, a file name) with any secret in it
+    replaced by its placeholder, and made unique again.
+
+    A clean id comes back unchanged. A redacted one is followed by `~` and 8 hex characters of
+    the SHA-256 of the whole original value, right after its last placeholder:
+    ``sess-AKIA...`` becomes ``sess-[REDACTED:aws_key]~1f0c3e9a``, ``AKIA....jsonl`` becomes
+    ``[REDACTED:aws_key]~5b2d...jsonl``. Without it, two sessions whose ids differ only in
+    their secret would collide into one id (and their turns pass for duplicates). The result is
+    deterministic (the same id always maps to the same value, across runs and machines) and
+    is itself a clean id: ``redact_id(redact_id(x)) == redact_id(x)``.
+
+    Trade-off: 32 bits of an unkeyed hash cannot be reversed for a token-shaped secret, but
+    they let someone who already guesses a weak password confirm the guess; ids that carry
+    weak passwords are the user's mistake this limits, not a place memflow puts secrets.
+    """
+    redacted, n = redact_with_count(value)
+    if not n:
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+    end = [m.end() for m in PLACEHOLDER_PATTERN.finditer(redacted)][-1]
+    return f"{redacted[:end]}~{digest[:_ID_DIGEST_CHARS]}{redacted[end:]}"
 
 
 # --- columns ----------------------------------------------------------------------------------

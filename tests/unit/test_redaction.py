@@ -22,7 +22,9 @@ from schemas.redaction import (
     PREFILTER_PATTERN,
     contains_secret,
     redact,
+    redact_id,
     redact_json,
+    redact_record,
     redact_series,
     redact_series_with_count,
     redact_with_count,
@@ -840,6 +842,97 @@ CODE_CLEAN = [
 def test_code_and_references_are_left_alone(text: str) -> None:
     assert redact(text) == text
     assert not contains_secret(text)
+
+
+# --- redact_record (F11) ----------------------------------------------------------------------
+
+
+def test_f11_escaped_slashes_are_read_decoded() -> None:
+    raw = (
+        '{"org":"globex","repo":"x","session_id":"s","turn_id":"t","ts":"2026-11-20T00:00:00Z",'
+        '"role":"user","content":"DATABASE_URL=postgres:\\/\\/app:EscSlashRT1@db\\/x"}'
+    )
+    out = redact_record(raw, 2000)
+    assert "EscSlashRT1" not in out
+    assert "postgres:\\/\\/app:[REDACTED:password]@db\\/x" in out
+    assert json.loads(out)["org"] == "globex"
+    assert not contains_secret(out)
+
+
+def test_f11_unicode_escapes_and_escaped_quotes() -> None:
+    raw = json.dumps({"content": 'db_password="Uni9Code"'}).replace("d", "\\u0064")
+    assert "password" not in raw.replace("\\u0064", "")[:0] + raw.split("content")[0]
+    out = redact_record(raw, 2000)
+    assert "Uni9Code" not in out and not contains_secret(out)
+    # the placeholder took the escape sequences of the secret, nothing around it
+    assert json.loads(out) == {"content": 'db_password="[REDACTED:password]"'}
+
+
+def test_f11_the_clip_comes_after_redaction() -> None:
+    head = '{"content":"' + "x" * 1960 + " "
+    raw = head + 'db_password=\\"ClipBoundaryRT77\\" and more"}'
+    for limit in range(len(head), len(raw) + 5):
+        out = redact_record(raw, limit)
+        assert len(out) <= limit
+        assert "ClipBoundary" not in out and "Clip" not in out[len(head) :], (limit, out)
+        assert not contains_secret(out)
+        assert "[REDACTED" not in out or "[REDACTED:password]" in out  # never half a placeholder
+
+
+def test_record_that_is_not_json() -> None:
+    raw = "garbage ,, token=abcdefgh12345678 \x00 postgres:\\/\\/u:Pw9Xyz@h"
+    out = redact_record(raw, 2000)
+    assert out == "garbage ,, token=[REDACTED:token] \x00 postgres:\\/\\/u:[REDACTED:password]@h"
+    assert redact_record(raw, 0) == ""
+    assert redact_record("", 10) == ""
+    assert redact_record("clean line", 5) == "clean"
+
+
+def test_a_cut_that_makes_code_look_like_a_secret_is_redacted_again() -> None:
+    raw = "x = 1; password = get_password()"
+    out = redact_record(raw, raw.index("word()") + 4)  # ... = get_pass
+    assert not contains_secret(out)
+    assert out.startswith("x = 1; password = ")
+
+
+# --- redact_id (F8) ---------------------------------------------------------------------------
+
+
+def _digest(value: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(value.encode()).hexdigest()[:8]
+
+
+def test_f8_secrets_in_ids() -> None:
+    aws = "AKIAQ7RT4EXMPL2XYZ12"
+    assert redact_id(f"sess-{aws}") == f"sess-[REDACTED:aws_key]~{_digest('sess-' + aws)}"
+    assert redact_id(f"{aws}.jsonl") == f"[REDACTED:aws_key]~{_digest(aws + '.jsonl')}.jsonl"
+    ghp, xoxb = "ghp_" + rand(36), f"xoxb-123456789012-1234567890123-{rand(24)}"
+    for value in (ghp, f"turn-{ghp}", xoxb, "sk_live_" + rand(30), "password=hunter22"):
+        out = redact_id(value)
+        assert "[REDACTED:" in out and not contains_secret(out)
+        assert redact_id(out) == out
+    # two sessions whose ids differ only in their secret stay two sessions
+    assert redact_id(f"sess-{aws}") != redact_id("sess-AKIAQ7RT4EXMPL2XYZ13")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "sess-01",
+        "123e4567-e89b-12d3-a456-426614174000",
+        "3f2a9c1e9b8d7c6a5f4e3d2c1b0a9f8e7d6c5b4a",
+        "claude-code",
+        "cursor/0.42.3",
+        "2026-11-20.jsonl",
+        "turn_000042",
+        "[REDACTED:aws_key]~1f0c3e9a",
+        "",
+    ],
+)
+def test_clean_ids_are_unchanged(value: str) -> None:
+    assert redact_id(value) == value
 
 
 # --- shapes found by attacking the redactor after the fixes above ----------------------------
