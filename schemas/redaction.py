@@ -352,19 +352,21 @@ def _balanced_len(value: str) -> int:
     return len(value)
 
 
+_HAS_DIGIT = re.compile(r"\d").search
+_CODE_SYNTAX = re.compile(r"[(\[{.:]").search  # what an expression needs beyond a name
+
+
 def _password_like(word: str) -> bool:
     """An identifier no one names a function: upper and lower case and a digit (Hunter2RT)."""
-    return (
-        any(c.isdigit() for c in word)
-        and any(c.isupper() for c in word)
-        and any(c.islower() for c in word)
-    )
+    return word != word.lower() and word != word.upper() and _HAS_DIGIT(word) is not None
 
 
 def _is_code(value: str) -> bool:
     """An expression, not a literal: `get_password()`, `os.environ['PW']`, `Optional[str]`,
     `settings.DB_PASSWORD`. A call of a password-like name (`Hunter2RT(prod)`) or brackets
     followed by more text (`Sup3r[Secret]RT`) are literals."""
+    if _CODE_SYNTAX(value) is None:
+        return False
     pos = 0
     segments = 0
     groups = 0
@@ -983,8 +985,8 @@ _ADDED: tuple[_Detector, ...] = (
             r"|(?P<mailgun_key>(?<![A-Za-z0-9])key-[0-9a-z]{32})"
         ),
         (
-            *("shpat_", "shpca_", "shppa_", "shpss_", "atatt3", "dapi", "hvs.", "hvb."),
-            *(".atlasv1.", "lin_api_", "lin_oauth_", "pmak-", "xapp-", "/api/webhooks/", "key-"),
+            *("shpat_", "shpca_", "shppa_", "shpss_", "atatt3", "dapi", r"hvs\.", r"hvb\."),
+            *(r"\.atlasv1\.", "lin_api_", "lin_oauth_", "pmak-", "xapp-", "/api/webhooks/", "key-"),
         ),
         kind_of=lambda m: m.lastgroup or "token",
         tail=_TOKEN_TAIL,
@@ -1249,12 +1251,19 @@ PREFILTER_PATTERN = "(?i)" + _PREFILTER.pattern
 # beginning with that character are tried there (80 substring scans of a 500-character turn
 # took longer than the detectors they spared).
 _GATE_SEARCH = re.compile(_prefix_tree(_GATES))
-_GATES_BY_FIRST: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
-_GATES_ANYWHERE: list[tuple[str, re.Pattern[str]]] = []  # no literal start (unreviewed)
+# By first character: each literal start of a gate, with the rest of each gate that starts so
+# (a regex, or None) and the detectors it opens.
+_GateRest = tuple[re.Pattern[str] | None, frozenset[int]]
+_GATES_BY_FIRST: dict[str, dict[str, list[_GateRest]]] = {}
+_GATES_ANYWHERE: list[tuple[re.Pattern[str], frozenset[int]]] = []  # no literal start
 for _gate in _GATES:
-    _first = _literal_prefix(_gate)[0][:1]
-    _entry = (_gate, re.compile(_gate))
-    (_GATES_BY_FIRST.setdefault(_first, []) if _first else _GATES_ANYWHERE).append(_entry)
+    _literal, _tail = _literal_prefix(_gate)
+    _opens = frozenset(_DETECTORS_BY_GATE[_gate])
+    if _literal:
+        _rest = re.compile(_tail) if _tail else None
+        _GATES_BY_FIRST.setdefault(_literal[0], {}).setdefault(_literal, []).append((_rest, _opens))
+    else:
+        _GATES_ANYWHERE.append((re.compile(_gate), _opens))
 
 
 # --- JSON-escaped text ------------------------------------------------------------------------
@@ -1345,22 +1354,30 @@ def _views(text: str) -> Iterator[_View]:
 _Span = tuple[int, int, int, str]  # start, end, priority, kind
 
 
-def _open_detectors(lowered: str) -> list[_Detector]:
-    gates = {g for g, pattern in _GATES_ANYWHERE if pattern.search(lowered)}
-    pos = 0
+def _open_detectors(lowered: str, first: int = 0) -> list[_Detector]:
+    """The detectors the gates of this lowercased text open; no gate starts before `first`
+    (where the prefilter found the first, so the text is not scanned twice)."""
+    opened: set[int] = set()
+    for pattern, detectors in _GATES_ANYWHERE:
+        if pattern.search(lowered):
+            opened |= detectors
+    pos = first
     while m := _GATE_SEARCH.search(lowered, pos):
         pos = m.start()
-        for gate, pattern in _GATES_BY_FIRST.get(lowered[pos], ()):
-            if gate not in gates and pattern.match(lowered, pos):
-                gates.add(gate)
+        for literal, rests in _GATES_BY_FIRST[lowered[pos]].items():
+            if lowered.startswith(literal, pos):
+                after = pos + len(literal)
+                for rest, detectors in rests:
+                    if rest is None or rest.match(lowered, after):
+                        opened |= detectors
         pos += 1
-    return [_DETECTORS[i] for i in sorted({i for g in gates for i in _DETECTORS_BY_GATE[g]})]
+    return [_DETECTORS[i] for i in sorted(opened)]
 
 
-def _spans(text: str, lowered: str) -> list[_Span]:
+def _spans(text: str, lowered: str, first: int = 0) -> list[_Span]:
     atoms = _atoms(text)
     found: list[_Span] = []
-    for d in _open_detectors(lowered):
+    for d in _open_detectors(lowered, first):
         found.extend(d.find(text, lowered, atoms))
     return found
 
@@ -1387,13 +1404,13 @@ def _merge(spans: Iterable[_Span]) -> list[tuple[int, int, str]]:
     return [(s, e, k) for s, e, _, k in merged]
 
 
-def _all_spans(text: str, lowered: str, gated: bool) -> list[tuple[int, int, str]]:
-    """Merged spans of the text and its decoded views; `gated`: the prefilter passed the text
-    as written (else only a view can hold a secret)."""
+def _all_spans(text: str, lowered: str, first: int | None) -> list[tuple[int, int, str]]:
+    """Merged spans of the text and its decoded views; `first`: where the prefilter found the
+    first gate in the text as written (None: nowhere, so only a view can hold a secret)."""
     views = list(_views(text)) if _has_escapes(text) else []
-    if not gated and not any(_PREFILTER.search(v.text.lower()) for v in views):
+    if first is None and not any(_PREFILTER.search(v.text.lower()) for v in views):
         return []
-    found = _spans(text, lowered)
+    found = _spans(text, lowered, len(lowered) if first is None else first)
     for view in views:
         for s, e, priority, kind in _spans(view.text, view.text.lower()):
             if raw := view.raw_span(s, e):
@@ -1403,10 +1420,10 @@ def _all_spans(text: str, lowered: str, gated: bool) -> list[tuple[int, int, str
 
 def _cut(text: str) -> tuple[str, int]:
     lowered = text.lower()
-    gated = _PREFILTER.search(lowered) is not None
-    if not gated and "\\" not in text:  # the common case: clean, nothing escaped
+    hit = _PREFILTER.search(lowered)
+    if hit is None and "\\" not in text:  # the common case: clean, nothing escaped
         return text, 0
-    spans = _all_spans(text, lowered, gated)
+    spans = _all_spans(text, lowered, None if hit is None else hit.start())
     if not spans:
         return text, 0
     parts: list[str] = []
