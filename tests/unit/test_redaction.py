@@ -22,7 +22,9 @@ from schemas.redaction import (
     PREFILTER_PATTERN,
     contains_secret,
     redact,
+    redact_id,
     redact_json,
+    redact_record,
     redact_series,
     redact_series_with_count,
     redact_with_count,
@@ -612,3 +614,407 @@ def test_library_gates_were_reviewed_for_this_detect_secrets() -> None:
 def test_keyword_gate_covers_detect_secrets_keywords(kw: str) -> None:
     for spelling in (kw.replace("_?", ""), kw.replace("_?", "_")):
         assert any(word in spelling for word in redaction._KEYWORD_GATE), spelling
+
+
+# --- red-team regressions (review 2026-12: F3, F7, F8, F11) -----------------------------------
+
+
+def test_f3_a_placeholder_followed_by_a_colon_is_no_assignment() -> None:
+    gcp = "AIza" + rand(35, URLSAFE)
+    text = f"Here is the Maps key {gcp}: please restrict it to our domain."
+    out = redact(text)
+    assert out == "Here is the Maps key [REDACTED:gcp_api_key]: please restrict it to our domain."
+    assert not contains_secret(out) and redact(out) == out
+    for text in ("[REDACTED:private_key]: word", "[REDACTED:api_key]: please", "[REDACTED]: x1"):
+        assert redact(text) == text and not contains_secret(text)
+
+
+@pytest.mark.parametrize("kind", sorted(_kinds()))
+def test_placeholder_is_never_a_key_nor_a_value(kind: str) -> None:
+    ph = PLACEHOLDER.format(kind=kind)
+    for text in (
+        f"{ph}: word",
+        f"{ph}=value1",
+        f"{ph} is Hunter2RT",  # the prose rule reads a password word, never a placeholder
+        f'"{ph}": "Tr0ub4dor"',
+        f"key {ph}: please restrict it",
+        f"{ph}[{ph}]: {ph}",
+    ):
+        assert redact(text) == text, text
+        assert not contains_secret(text), text
+
+
+def test_a_secret_next_to_a_placeholder_is_left_as_the_first_pass_left_it() -> None:
+    """Text touching a placeholder was judged when the secret still stood there; with the
+    placeholder in its place (other characters, other length) it could read otherwise."""
+    block = pem("RSA PRIVATE KEY")
+    once = redact(f"password: {block}/path")
+    assert once == "password: [REDACTED:private_key]/path"
+    assert redact(once) == once
+
+
+SAS_SIG = "Rt7Kq9%2FzX2mLw8VbN4cYs1HfJ0aPdE6uG3iKoQ%3D"
+F7 = [
+    ("sshpass -p SshPassRT4 ssh h", "SshPassRT4", "sshpass -p [REDACTED:password] ssh h"),
+    (
+        "docker login -u b -p DockerPwRT3 r.io",
+        "DockerPwRT3",
+        "docker login -u b -p [REDACTED:password] r.io",
+    ),
+    (
+        "docker login -u b --password DockerPwRT3 r.io",
+        "DockerPwRT3",
+        "docker login -u b --password [REDACTED:password] r.io",
+    ),
+    ("redis-cli -a RedisPwRT5 ping", "RedisPwRT5", "redis-cli -a [REDACTED:password] ping"),
+    (
+        "DO dop_v1_8f3a9c1e2d4b5a6f7e8d9c0b1a2f3e4d5c6b7a8f9e0d1c2b3a4f5e6d7c8b9a0f1e2d",
+        "8f3a9c1e2d4b5a6f7e8d9c0b1a2f3e4d",
+        "DO [REDACTED:digitalocean_token]",
+    ),
+    (
+        f"https://x.blob.core.windows.net/c/f?sv=2021-08-06&sig={SAS_SIG}",
+        SAS_SIG,
+        "https://x.blob.core.windows.net/c/f?sv=2021-08-06&sig=[REDACTED:signature]",
+    ),
+    (
+        "https://b.s3.amazonaws.com/k?X-Amz-Date=20261201T000000Z&X-Amz-Signature="
+        "a1b2c3d4e5f6RTsig0011223344556677889900aabbccddeeff0011",
+        "a1b2c3d4e5f6RTsig",
+        "https://b.s3.amazonaws.com/k?X-Amz-Date=20261201T000000Z&X-Amz-Signature="
+        "[REDACTED:signature]",
+    ),
+    ("DB_PASSWORD=Hunter2RT(prod)", "Hunter2RT", "DB_PASSWORD=[REDACTED:password]"),
+    ("password=Sup3r[Secret]RT", "Sup3r", "password=[REDACTED:password]"),
+    ("password: Sup3r[Secret]RT", "Sup3r", "password: [REDACTED:password]"),
+    ("connect(password=Hunter2RT(prod), x=1)", "Hunter2RT", "password=[REDACTED:password], x=1)"),
+    ("my password is hunter2RT", "hunter2RT", "my password is [REDACTED:password]"),
+    ("the password is X9!abc, ok", "X9!abc", "the password is [REDACTED:password], ok"),
+    ("pw: hunter2", "hunter2", "pw: [REDACTED:password]"),
+    ("DB_PW=hunter2", "hunter2", "DB_PW=[REDACTED:password]"),
+    (
+        "the admin password for the staging db is 'correct horse 9'",
+        "correct horse",
+        "the admin password for the staging db is '[REDACTED:password]'",
+    ),
+    (
+        "I changed the password to Abc123!",
+        "Abc123",
+        "I changed the password to [REDACTED:password]!",
+    ),
+    ("password Hunter2RT works", "Hunter2RT", "password [REDACTED:password] works"),
+    ("my pin and password is 83920174", "83920174", "password is [REDACTED:password]"),
+    (
+        "the AWS secret is wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY ok",
+        "wJalrXUtnFEMI",
+        "the AWS secret is [REDACTED:aws_secret_key] ok",
+    ),
+    (
+        "aws: AKIAIOSFODNN7EXAMPLE / wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "wJalrXUtnFEMI",
+        "aws: [REDACTED:aws_key] / [REDACTED:aws_secret_key]",
+    ),
+    ("mongosh -u admin -p Mongo9Pw --host db", "Mongo9Pw", "-p [REDACTED:password] --host db"),
+    ("sqlcmd -S db -U sa -P 'Sql!9pw'", "Sql!9pw", "-P '[REDACTED:password]'"),
+    ("ldapsearch -x -D cn=admin -w LdapPw9 -b dc=x", "LdapPw9", "-w [REDACTED:password] -b"),
+    ("openssl enc -aes256 -pass pass:Enc9Pw -in f", "Enc9Pw", "pass:[REDACTED:password] -in f"),
+    ("smbclient //h/s -U bob%Smb9Pw", "Smb9Pw", "-U bob%[REDACTED:password]"),
+    ("gpg --batch --passphrase Gpg9Pass -d f.gpg", "Gpg9Pass", "--passphrase [REDACTED:password]"),
+    (
+        "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=Root;"
+        "SharedAccessKey=AbCd1234EfGh5678IjKl9012MnOp3456QrSt7890uvw=",
+        "AbCd1234EfGh",
+        "SharedAccessKeyName=Root;SharedAccessKey=[REDACTED:",
+    ),
+    (
+        "client secret 1Ab8Q~Zx9_yW.vU-tS7rQ6pO5nM4lK3jI2hG1fE0d",
+        "Zx9_yW",
+        "client secret [REDACTED",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "secret", "kept"), F7, ids=[t[:32] for t, _, _ in F7])
+def test_f7_misses_are_found(text: str, secret: str, kept: str) -> None:
+    out = redact(text)
+    assert out is not None
+    assert secret not in out, out
+    assert kept in out, out
+    assert redact(out) == out and not contains_secret(out)
+    assert secret_mask(pl.Series([text, out])).to_list() == [True, False]
+
+
+URLS = [
+    (
+        "postgres://app:hunter2@db:5432/pay",
+        "postgres://app:[REDACTED:password]@db:5432/pay",
+    ),
+    (
+        "postgres://app:p&ss=x;y@db.internal:5432/pay?sslmode=require&application_name=api",
+        "postgres://app:[REDACTED:password]@db.internal:5432/pay?sslmode=require"
+        "&application_name=api",
+    ),
+    (
+        "mongodb+srv://svc:p~ss@cluster0.example.net/db?retryWrites=true",
+        "mongodb+srv://svc:[REDACTED:password]@cluster0.example.net/db?retryWrites=true",
+    ),
+    (
+        f"https://x.blob.core.windows.net/c/f?sv=2021-08-06&se=2026-01-01&sp=r&sig={SAS_SIG}"
+        "&spr=https",
+        "https://x.blob.core.windows.net/c/f?sv=2021-08-06&se=2026-01-01&sp=r"
+        "&sig=[REDACTED:signature]&spr=https",
+    ),
+    (
+        "https://api.example.com/v1/items?page=2&access_token=Zx9Zx9Zx9Zx9Zx9&sort=asc",
+        "https://api.example.com/v1/items?page=2&access_token=[REDACTED:token]&sort=asc",
+    ),
+    (
+        "git clone https://x-access-token:ghp_" + "a1B2" * 9 + "@github.com/acme/pay.git",
+        "git clone https://x-access-token:[REDACTED:github_token]@github.com/acme/pay.git",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), URLS, ids=[u[:24] for u, _ in URLS])
+def test_a_url_keeps_scheme_host_port_path_and_other_parameters(text: str, expected: str) -> None:
+    assert redact(text) == expected
+    assert redact(expected) == expected
+
+
+PROSE_CLEAN = [
+    "the password policy is strict",
+    "password reset tokens expire after 24h",
+    "password123 is a bad password",
+    "the password is at least 12 characters",
+    "the password is set in .env",
+    "the password is the same as before",
+    "passwords are hashed with bcrypt",
+    "the password is base64-encoded",
+    "The password is required.",
+    "the password is stored in vault",
+    "the pw field in the form",
+    "the password was rotated yesterday",
+]
+
+
+@pytest.mark.parametrize("text", PROSE_CLEAN)
+def test_prose_about_passwords_is_left_alone(text: str) -> None:
+    assert redact(text) == text
+
+
+CODE_CLEAN = [
+    'f"password={password}"',
+    "f'token: {token}'",
+    "export DB_PASSWORD=$(vault read -field=pw secret/db)",
+    "DB_PASSWORD=`cat /run/secrets/db`",
+    "password: ${{ secrets.DB_PASSWORD }}",
+    "PGPASSWORD=$DB_PASS psql -h db",
+    'PGPASSWORD="${DB_PASS:?}" psql',
+    'mysql -p"$MYSQL_PWD" -h db',
+    "sshpass -e ssh host",
+    'docker login -u "$USER" -p "$TOKEN" ghcr.io',
+    "echo $CR_PAT | docker login ghcr.io -u bot --password-stdin",
+    'redis-cli -a "$REDIS_PASSWORD" ping',
+    "mongo -u admin -p --authenticationDatabase admin",
+    "mysql -h db -P 3306 -u app",
+    "aws commit 3f2a9c1e9b8d7c6a5f4e3d2c1b0a9f8e7d6c5b4a",
+    "arn:aws:iam::123456789012:role/service-role/MyLambdaRoleName1234567890ABCDEFGH",
+    "git rev-parse HEAD: 9fceb02d0ae598e95dc970b74767f19372d61af8 (secret rotation)",
+    "pw_hash = bcrypt.hashpw(pw, salt)",
+    "upward: true",
+    "self.password = password",
+    "if password == confirm_password:",
+    'password = request.form["password"]',
+    'password = getpass.getpass("Password: ")',
+    "user.password = hash_password(form.password.data)",
+    "password = models.CharField(max_length=128)",
+    "password: z.string().min(12)",
+    "secret: !vault |",
+    "sig=abc",
+    "X-Amz-SignedHeaders=host",
+    "https://x.blob.core.windows.net/c/f?sv=2021-08-06&se=2026-01-01&sp=r",
+    "connection: postgres://app@db:5432/pay",
+    "https://bob@example.com/x",
+]
+
+
+@pytest.mark.parametrize("text", CODE_CLEAN)
+def test_code_and_references_are_left_alone(text: str) -> None:
+    assert redact(text) == text
+    assert not contains_secret(text)
+
+
+# --- redact_record (F11) ----------------------------------------------------------------------
+
+
+def test_f11_escaped_slashes_are_read_decoded() -> None:
+    raw = (
+        '{"org":"globex","repo":"x","session_id":"s","turn_id":"t","ts":"2026-11-20T00:00:00Z",'
+        '"role":"user","content":"DATABASE_URL=postgres:\\/\\/app:EscSlashRT1@db\\/x"}'
+    )
+    out = redact_record(raw, 2000)
+    assert "EscSlashRT1" not in out
+    assert "postgres:\\/\\/app:[REDACTED:password]@db\\/x" in out
+    assert json.loads(out)["org"] == "globex"
+    assert not contains_secret(out)
+
+
+def test_f11_unicode_escapes_and_escaped_quotes() -> None:
+    raw = json.dumps({"content": 'db_password="Uni9Code"'}).replace("d", "\\u0064")
+    assert "password" not in raw.replace("\\u0064", "")[:0] + raw.split("content")[0]
+    out = redact_record(raw, 2000)
+    assert "Uni9Code" not in out and not contains_secret(out)
+    # the placeholder took the escape sequences of the secret, nothing around it
+    assert json.loads(out) == {"content": 'db_password="[REDACTED:password]"'}
+
+
+def test_f11_the_clip_comes_after_redaction() -> None:
+    head = '{"content":"' + "x" * 1960 + " "
+    raw = head + 'db_password=\\"ClipBoundaryRT77\\" and more"}'
+    for limit in range(len(head), len(raw) + 5):
+        out = redact_record(raw, limit)
+        assert len(out) <= limit
+        assert "ClipBoundary" not in out and "Clip" not in out[len(head) :], (limit, out)
+        assert not contains_secret(out)
+        assert "[REDACTED" not in out or "[REDACTED:password]" in out  # never half a placeholder
+
+
+def test_record_that_is_not_json() -> None:
+    raw = "garbage ,, token=abcdefgh12345678 \x00 postgres:\\/\\/u:Pw9Xyz@h"
+    out = redact_record(raw, 2000)
+    assert out == "garbage ,, token=[REDACTED:token] \x00 postgres:\\/\\/u:[REDACTED:password]@h"
+    assert redact_record(raw, 0) == ""
+    assert redact_record("", 10) == ""
+    assert redact_record("clean line", 5) == "clean"
+
+
+def test_a_cut_that_makes_code_look_like_a_secret_is_redacted_again() -> None:
+    raw = "x = 1; password = get_password()"
+    out = redact_record(raw, raw.index("word()") + 4)  # ... = get_pass
+    assert not contains_secret(out)
+    assert out.startswith("x = 1; password = ")
+
+
+# --- redact_id (F8) ---------------------------------------------------------------------------
+
+
+def _digest(value: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(value.encode()).hexdigest()[:8]
+
+
+def test_f8_secrets_in_ids() -> None:
+    aws = "AKIAQ7RT4EXMPL2XYZ12"
+    assert redact_id(f"sess-{aws}") == f"sess-[REDACTED:aws_key]~{_digest('sess-' + aws)}"
+    assert redact_id(f"{aws}.jsonl") == f"[REDACTED:aws_key]~{_digest(aws + '.jsonl')}.jsonl"
+    ghp, xoxb = "ghp_" + rand(36), f"xoxb-123456789012-1234567890123-{rand(24)}"
+    for value in (ghp, f"turn-{ghp}", xoxb, "sk_live_" + rand(30), "password=hunter22"):
+        out = redact_id(value)
+        assert "[REDACTED:" in out and not contains_secret(out)
+        assert redact_id(out) == out
+    # two sessions whose ids differ only in their secret stay two sessions
+    assert redact_id(f"sess-{aws}") != redact_id("sess-AKIAQ7RT4EXMPL2XYZ13")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "sess-01",
+        "123e4567-e89b-12d3-a456-426614174000",
+        "3f2a9c1e9b8d7c6a5f4e3d2c1b0a9f8e7d6c5b4a",
+        "claude-code",
+        "cursor/0.42.3",
+        "2026-11-20.jsonl",
+        "turn_000042",
+        "[REDACTED:aws_key]~1f0c3e9a",
+        "",
+    ],
+)
+def test_clean_ids_are_unchanged(value: str) -> None:
+    assert redact_id(value) == value
+
+
+# --- shapes found by attacking the redactor after the fixes above ----------------------------
+
+MORE = [
+    ("machine api.github.com login bot password hunter2x", "hunter2x"),
+    ("machine h\n  login bot\n  password hunter2x", "hunter2x"),
+    ('{"auths": {"ghcr.io": {"auth": "YWRtaW46SHVudGVyMlJUc2VjcmV0"}}}', "YWRtaW46SHVudGVy"),
+    ("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", "1a2b3c4d5e6f7a8b"),
+    ("dapi1234567890abcdef1234567890abcdef", "1234567890abcdef1234"),
+    ("VAULT_ADDR=x vault login hvs.CAESIJ1fH2ZM9TBrKrmGsNmjQ8mT3OA94HhblZa", "CAESIJ1fH2ZM9T"),
+    ("lin_api_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789ABCD", "AbCdEfGhIjKlMnOp"),
+    (
+        "PMAK-0123456789abcdef01234567-0123456789abcdef0123456789abcdef01",
+        "0123456789abcdef0123456789",
+    ),
+    ("xapp-1-A0123ABCDEF-1234567890123-" + "ab12" * 16, "ab12ab12ab12"),
+    ("key-3ax6xnjp29jd6fds4gc373sgvjxteol0", "3ax6xnjp29jd6fds"),
+    ("ENV DB_PASSWORD Hunter2RT", "Hunter2RT"),
+    ('psk="Hunter2RT"', "Hunter2RT"),
+    ("CREATE USER app WITH PASSWORD 'Hunter2RT';", "Hunter2RT"),
+    ("CREATE USER 'app'@'%' IDENTIFIED BY 'Hunter2RT';", "Hunter2RT"),
+    ("ALTER ROLE app PASSWORD 'it''s9'", "it''s9"),
+    ("echo Hunter2RT | sudo -S apt install x", "Hunter2RT"),
+    ("echo 'Hunter2RT' | docker login -u bot --password-stdin r.io", "Hunter2RT"),
+    ("htpasswd -cb .htpasswd admin Hunter2RT", "Hunter2RT"),
+    ("rabbitmqctl add_user app Hunter2RT", "Hunter2RT"),
+    ('gh secret set DB_PASSWORD --body "Hunter2RT"', "Hunter2RT"),
+    ("creds = {'user': 'app', 'pass': 'Hunter2RT'}", "Hunter2RT"),
+    ("pass: Hunter2RT", "Hunter2RT"),
+    ("<password>Hunter2RT</password>", "Hunter2RT"),
+    ('<add key="DbPassword" value="Hunter2RT"/>', "Hunter2RT"),
+    ('<input type="password" name="pw" value="Hunter2RT">', "Hunter2RT"),
+    ("Passwort: Hunter2RT", "Hunter2RT"),
+    ("senha=Hunter2RT", "Hunter2RT"),
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), MORE, ids=[t[:28] for t, _ in MORE])
+def test_more_shapes(text: str, secret: str) -> None:
+    out = redact(text)
+    assert out is not None and secret not in out, out
+    assert redact(out) == out and not contains_secret(out)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "secretRef: name: db-creds",
+        "secretName: tls-cert",
+        "SharedAccessKeyName=RootManageSharedAccessKey",
+        "password_file=/run/secrets/db",
+        "token_url: https://auth.example.com/token",
+        "passwordless: true",
+        "password_min_length = 12",
+        "TOKEN_EXPIRY=3600",
+        "api_key_header: X-Api-Key",
+        "token_count: 1234",
+        "Pass: 12 Fail: 0",
+        "tests pass: 12",
+        '{"pass": 12, "fail": 0}',
+        "pwd: /home/dev",
+        "--token-file /var/run/secrets/token",
+        '"auth": "basic"',
+        '"auth": "dGhpcyBpcyBub3QgYSBjcmVk"',  # base64 without a `user:password`
+        "ENV NODE_ENV production",
+        "<token_type>bearer</token_type>",
+        "echo hello | sudo tee /etc/motd",
+    ],
+)
+def test_more_look_alikes_stay(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_redact_json_pass_key_needs_a_password() -> None:
+    assert redact_json({"pass": 12, "fail": 0, "skipped": "none"}) == {
+        "pass": 12,
+        "fail": 0,
+        "skipped": "none",
+    }
+    assert redact_json({"user": "app", "pass": "Hunter2RT"}) == {
+        "user": "app",
+        "pass": "[REDACTED:password]",
+    }
+    assert redact_json({"password_file": "/run/secrets/db"}) == {"password_file": "/run/secrets/db"}
