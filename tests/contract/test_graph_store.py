@@ -705,15 +705,19 @@ def test_unreachable_gremlin_server_is_a_store_error_naming_the_url() -> None:
 
 @pytest.mark.gremlin
 @pytest.mark.parametrize("new_rows", ["coalesce", "inject"])
+@pytest.mark.parametrize("server", ["gremlin_server_url", "janusgraph_server_url"])
 def test_gremlin_traversals_are_scoped_bytecode(
-    gremlin_server_url: str, monkeypatch: pytest.MonkeyPatch, new_rows: str
+    request: pytest.FixtureRequest, server: str, monkeypatch: pytest.MonkeyPatch, new_rows: str
 ) -> None:
     """Every V()/E() the store sends is followed by the tenant and namespace filters, every
-    insert stamps the scope, and nothing it sends is a script or a lambda."""
+    insert stamps the scope, and nothing it sends is a script or a lambda (on TinkerGraph and on
+    JanusGraph, so both ways of inserting run against both)."""
     from gremlin_python.driver.driver_remote_connection import DriverRemoteConnection
     from gremlin_python.process.traversal import Bytecode
 
     from resources.graph.gremlin import GremlinGraphStore
+
+    gremlin_server_url = request.getfixturevalue(server)
 
     sent: list[Bytecode] = []
     submit = DriverRemoteConnection.submit
@@ -747,6 +751,10 @@ def test_gremlin_traversals_are_scoped_bytecode(
         lookups = 0
         for i, (op, *args) in enumerate(instructions):
             assert not any(callable(a) and not isinstance(a, Bytecode) for a in args), op
+            # Steps one supported TinkerPop line lacks or reads differently (3.5-3.8):
+            # discard() is 3.8 only, none() changed meaning in 3.8, merge steps are 3.6+,
+            # elementMap() returns ids JanusGraph serialises as its own type.
+            assert op not in ("discard", "none", "mergeV", "mergeE", "elementMap"), op
             if op in ("V", "E"):
                 lookups += 1
                 assert args == [], "no element ids are ever sent"
