@@ -150,14 +150,27 @@ class GremlinGraphStore(GraphStore):
 
     def _call(self, fn: Callable[[GraphTraversalSource], R], *, idempotent: bool = True) -> R:
         """Runs `fn` on the traversal source, retrying with backoff while the server cannot be
-        reached. A traversal that is not idempotent (a plain insert) is tried once: the server
-        may have run it before the connection failed."""
-        attempts = self._attempts if idempotent else 1
+        reached, or while it answers with a transient storage failure (a deadlock victim, a
+        lock or commit conflict: `_is_transient`). After a lost connection a traversal that is
+        not idempotent (a plain insert) is not retried: the server may have run it. After a
+        transient failure every traversal is: the server reported it failed, so its
+        transaction was rolled back."""
+        attempts = self._attempts
+
+        def retry(exc: BaseException) -> bool:
+            if _is_transient(exc):
+                return True
+            return idempotent and _is_connection_error(exc)
+
+        def before_sleep(state: Any) -> None:
+            if state.outcome is not None and _is_connection_error(state.outcome.exception()):
+                self._reset()
+
         retrying = Retrying(
-            retry=retry_if_exception(_is_connection_error),
+            retry=retry_if_exception(retry),
             stop=stop_after_attempt(attempts),
             wait=wait_exponential(multiplier=0.2, max=3.0),
-            before_sleep=self._reset,
+            before_sleep=before_sleep,
             reraise=True,
         )
         try:
@@ -669,6 +682,30 @@ def _only(value: Any) -> Any:
 def _chunks(items: list[R], size: int) -> Iterator[list[R]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+# Server answers that mean "try again": the traversal's transaction was rolled back. JanusGraph
+# (BerkeleyDB JE deadlock victims, lock timeouts, failed commits), Neptune and others
+# (ConcurrentModificationException).
+_TRANSIENT = (
+    "DeadlockException",
+    "LockConflictException",
+    "TemporaryBackendException",
+    "TemporaryLockingException",
+    "PermanentLockingException",
+    "ConcurrentModificationException",
+    "Could not commit transaction due to exception during persistence",
+    "Could not call index",
+    "Could not execute operation due to backend exception",
+)
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if not isinstance(exc, GremlinServerError):
+        return False
+    # The message, and the exception names and stack trace the server attaches.
+    text = f"{exc} {getattr(exc, 'status_attributes', None) or ''}"
+    return any(t in text for t in _TRANSIENT)
 
 
 def _is_connection_error(exc: BaseException) -> bool:

@@ -27,6 +27,11 @@ from tests.support.services import ServiceUnavailable
 # by data-driven inject(...).addV/addE traversals; both on TinkerGraph. janusgraph: the same
 # store (default options) against JanusGraph, a real graph database with persistence on disk.
 GRAPH_BACKENDS = ("sqlite", "gremlin", "gremlin-inject", "janusgraph")
+MARKS = {
+    "gremlin": [pytest.mark.gremlin],
+    "gremlin-inject": [pytest.mark.gremlin],
+    "janusgraph": [pytest.mark.gremlin, pytest.mark.server],
+}
 SERVER_FIXTURE = {
     "gremlin": "gremlin_server_url",
     "gremlin-inject": "gremlin_server_url",
@@ -70,12 +75,7 @@ def janusgraph_server_url() -> Iterator[str]:
     yield from _shared_server("janusgraph")
 
 
-@pytest.fixture(
-    params=[
-        pytest.param(name, marks=[pytest.mark.gremlin] if name in SERVER_FIXTURE else [])
-        for name in GRAPH_BACKENDS
-    ]
-)
+@pytest.fixture(params=[pytest.param(name, marks=MARKS.get(name, [])) for name in GRAPH_BACKENDS])
 def graph_backend(request: pytest.FixtureRequest, tmp_path: Path) -> GraphBackend:
     if request.param == "sqlite":
         return GraphBackend("sqlite", sqlite_path=tmp_path / "graph.sqlite")
