@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -112,3 +113,51 @@ def release_server(flavour: str = "tinkergraph") -> None:
     if os.environ.get(FLAVOURS[flavour]["url_env"]):
         return
     service(flavour).release()
+
+
+class DedicatedJanusGraph:
+    """A JanusGraph server one test owns (the kill -9 tests): its own port (the env's
+    MEMFLOW_FAULT_JANUSGRAPH_PORT, else a free one) and its own data directory."""
+
+    def __init__(self, data_dir: Path, at_port: int | None = None) -> None:
+        from tests.support.services import free_port_block
+
+        self.port = at_port or free_port_block(1, "MEMFLOW_FAULT_JANUSGRAPH_PORT")
+        self.data_dir = data_dir
+        self.url = default_url("janusgraph", self.port)
+        self._env = {
+            "MEMFLOW_JANUSGRAPH_PORT": str(self.port),
+            "MEMFLOW_JANUSGRAPH_DATA": str(data_dir),
+        }
+
+    def start(self) -> None:
+        start_or_fail("janusgraph", self._env)
+
+    def stop(self) -> None:
+        """Stops the server and removes what the script wrote for its port (config, log)."""
+        script("janusgraph", "stop", 120, self._env)
+        state = ROOT / FLAVOURS["janusgraph"]["state"]
+        for name in (
+            f"janusgraph-{self.port}.properties",
+            f"janusgraph-server-{self.port}.yaml",
+            f"server-{self.port}.log",
+        ):
+            (state / name).unlink(missing_ok=True)
+
+    def pid(self) -> int:
+        return int((ROOT / FLAVOURS["janusgraph"]["state"] / f"server-{self.port}.pid").read_text())
+
+    def kill(self) -> None:
+        """kill -9; the pid file stays behind, stale, as after a crash."""
+        import signal
+
+        pid = self.pid()
+        os.kill(pid, signal.SIGKILL)
+        while Path(f"/proc/{pid}").exists():
+            try:
+                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "Z":
+                    os.waitpid(pid, os.WNOHANG)  # never our child (setsid), but be safe
+                    break
+            except (OSError, ChildProcessError):
+                break
+            time.sleep(0.05)

@@ -93,3 +93,29 @@ class SharedService:
             if owned:
                 self.stop()
             self._users_path.unlink(missing_ok=True)
+
+
+def free_port_block(size: int = 1, env: str | None = None, start: int = 20000) -> int:
+    """The first port of `size` consecutive free ports on 127.0.0.1 (the port in `env` if that
+    is set), for a server one test owns alone. Probed upwards from a random point at or above
+    `start`, below the kernel's ephemeral range, so it does not race with clients' ports."""
+    import random
+    import socket
+
+    if env and os.environ.get(env):
+        return int(os.environ[env])
+    first = random.randrange(start, 32000 - size)
+    for base in range(first, 32000 - size):
+        socks: list[socket.socket] = []
+        try:
+            for p in range(base, base + size):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise ServiceUnavailable(f"no {size} consecutive free ports on 127.0.0.1")
