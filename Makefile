@@ -84,5 +84,6 @@ milvus-start: $(STAMP)
 milvus-stop: $(STAMP)
 	$(BIN)/python -m tests.support.milvus_server stop
 
+## Also drops the test servers' data (JanusGraph's and Milvus's), keeping their binaries.
 clean:
-	rm -rf .memflow .pytest_cache .ruff_cache
+	rm -rf .memflow .pytest_cache .ruff_cache .janusgraph/data-* .milvus-server/data-*

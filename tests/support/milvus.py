@@ -10,8 +10,8 @@ Import the fixtures into a test module (`from tests.support.milvus import ...`).
 - `milvus-server`: a real Milvus standalone server (the `milvus` wheel, 2.3.x: the oldest
   server memflow supports), by URI, with its layout (`auto` picks the partition key there).
   Shared by every test process like the Gremlin servers (tests/support/services.py); data
-  under .milvus-server/data-<MEMFLOW_MILVUS_PORT>; `MEMFLOW_TEST_MILVUS_URI` names a server
-  someone else runs instead.
+  under .milvus-server/data-<MEMFLOW_MILVUS_PORT>, emptied when the tests start the server;
+  `MEMFLOW_TEST_MILVUS_URI` names a server someone else runs instead.
 
 The Lite server is started once per session and stopped at the end. Tests sharing a server
 stay apart by using fresh tenants (`fresh_scope`).
@@ -38,7 +38,7 @@ BACKENDS = ("lite-file", "lite-server", "lite-server-partition-key", "milvus-ser
 
 def _start_or_raise(server: MilvusServer) -> None:
     try:
-        server.start()
+        server.start(fresh=True)
     except MilvusServerError as exc:
         raise ServiceUnavailable(str(exc)) from exc
 
@@ -49,7 +49,8 @@ def milvus_service(server: MilvusServer | None = None) -> SharedService:
         name=f"milvus-{server.port}",
         state_dir=STATE_DIR,
         start=lambda: _start_or_raise(server),
-        stop=lambda: server.stop() and None,
+        # Short grace: the next test session empties the data directory anyway.
+        stop=lambda: server.stop(timeout_s=3) and None,
         answers=server.answers,
     )
 

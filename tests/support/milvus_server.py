@@ -10,7 +10,7 @@ and the kill -9 tests can share, stop and kill it by pid.
 
 Layout under `.milvus-server/` (git-ignored): `bin/` the unpacked binary and its libraries
 (once per wheel version), `data-<port>/` one server's configs, logs and storage (it survives
-restarts), `server-<port>.pid`.
+restarts; the test fixtures start the shared server on an empty one), `server-<port>.pid`.
 
 Ports: the proxy (the gRPC port clients use) is MEMFLOW_MILVUS_PORT (default 18310); the
 server's internal components take the next twelve (etcd, coordinators, nodes, metrics), so
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -198,10 +199,16 @@ class MilvusServer:
         section = f"\netcd:\n  config:\n    path: {etcd_conf}\n"
         conf.write_text(text.replace("\netcd:\n", section, 1))
 
-    def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
+    def start(self, timeout_s: float = START_TIMEOUT_S, *, fresh: bool = False) -> None:
+        """Starts the server unless ours already answers. `fresh`: on an empty data directory
+        (what the tests ask for: a restarted 2.3 server reloads every collection it held before
+        answering quickly, ~2-3 s each on the dev machine, and nothing in a test needs the last
+        run's data)."""
         if self.pid() is not None and self.answers():
             return
         self.stop()
+        if fresh and self.data_dir.exists():
+            shutil.rmtree(self.data_dir)
         if self.healthy():
             raise MilvusServerError(
                 f"something else answers on port {self.metrics_port}; choose MEMFLOW_MILVUS_PORT"
