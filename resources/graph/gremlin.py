@@ -184,8 +184,9 @@ class GremlinGraphStore(GraphStore):
         except Exception as exc:
             if _is_connection_error(exc):
                 self._reset()
+                tried = retrying.statistics.get("attempt_number", attempts)
                 raise GraphStoreError(
-                    f"cannot reach gremlin server {self.url} (after {attempts} attempts): {exc}"
+                    f"cannot reach gremlin server {self.url} (after {tried} attempts): {exc}"
                 ) from exc
             raise
         raise AssertionError("unreachable: Retrying returns or raises")
