@@ -9,7 +9,8 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test bench bench-quality lint gremlin-start gremlin-stop dev serve sample clean
+.PHONY: run test test-quick bench bench-quality lint gremlin-start gremlin-stop janusgraph-start \
+	janusgraph-stop milvus-start milvus-stop dev serve sample clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,12 +22,24 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/memflow run --recall
 
-## Set up and run the whole test suite, with the Gremlin Server it needs.
+## Set up and run the whole test suite with every server it needs: TinkerPop's Gremlin Server
+## (started here), JanusGraph and a Milvus server (started by the tests that use them, shared
+## by the workers, stopped by the last one; stopped here too in case a worker died). A server
+## that cannot start fails its tests; none is skipped.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	bash scripts/gremlin-server.sh start
 	status=0; $(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS) || status=$$?; \
-	bash scripts/gremlin-server.sh stop; exit $$status
+	bash scripts/gremlin-server.sh stop; bash scripts/gremlin-server.sh janusgraph stop; \
+	$(BIN)/python -m tests.support.milvus_server stop; exit $$status
+
+## The same without the tests that need JanusGraph or the Milvus server (marker `server`; the
+## TinkerGraph and Milvus Lite backends still run): for development. CI runs `make test`.
+test-quick: $(STAMP)
+	$(BIN)/ruff check .
+	bash scripts/gremlin-server.sh start
+	status=0; $(BIN)/python -m pytest -q -n 2 -m "not server" $(PYTEST_ARGS) \
+		|| status=$$?; bash scripts/gremlin-server.sh stop; exit $$status
 
 ## Benchmarks; results land in bench/results/*.json and BENCHMARKS.md.
 bench: $(STAMP)
@@ -57,5 +70,20 @@ gremlin-start:
 gremlin-stop:
 	bash scripts/gremlin-server.sh stop
 
+## JanusGraph (BerkeleyDB JE under .janusgraph/data-<port>) on MEMFLOW_JANUSGRAPH_PORT (18303).
+janusgraph-start:
+	bash scripts/gremlin-server.sh janusgraph start
+
+janusgraph-stop:
+	bash scripts/gremlin-server.sh janusgraph stop
+
+## Milvus standalone 2.3 (the `milvus` wheel) on MEMFLOW_MILVUS_PORT (18310, and the next 12).
+milvus-start: $(STAMP)
+	$(BIN)/python -m tests.support.milvus_server start
+
+milvus-stop: $(STAMP)
+	$(BIN)/python -m tests.support.milvus_server stop
+
+## Also drops the test servers' data (JanusGraph's and Milvus's), keeping their binaries.
 clean:
-	rm -rf .memflow .pytest_cache .ruff_cache
+	rm -rf .memflow .pytest_cache .ruff_cache .janusgraph/data-* .milvus-server/data-*

@@ -150,14 +150,27 @@ class GremlinGraphStore(GraphStore):
 
     def _call(self, fn: Callable[[GraphTraversalSource], R], *, idempotent: bool = True) -> R:
         """Runs `fn` on the traversal source, retrying with backoff while the server cannot be
-        reached. A traversal that is not idempotent (a plain insert) is tried once: the server
-        may have run it before the connection failed."""
-        attempts = self._attempts if idempotent else 1
+        reached, or while it answers with a transient storage failure (a deadlock victim, a
+        lock or commit conflict: `_is_transient`). After a lost connection a traversal that is
+        not idempotent (a plain insert) is not retried: the server may have run it. After a
+        transient failure every traversal is: the server reported it failed, so its
+        transaction was rolled back."""
+        attempts = self._attempts
+
+        def retry(exc: BaseException) -> bool:
+            if _is_transient(exc):
+                return True
+            return idempotent and _is_connection_error(exc)
+
+        def before_sleep(state: Any) -> None:
+            if state.outcome is not None and _is_connection_error(state.outcome.exception()):
+                self._reset()
+
         retrying = Retrying(
-            retry=retry_if_exception(_is_connection_error),
+            retry=retry_if_exception(retry),
             stop=stop_after_attempt(attempts),
             wait=wait_exponential(multiplier=0.2, max=3.0),
-            before_sleep=self._reset,
+            before_sleep=before_sleep,
             reraise=True,
         )
         try:
@@ -171,8 +184,9 @@ class GremlinGraphStore(GraphStore):
         except Exception as exc:
             if _is_connection_error(exc):
                 self._reset()
+                tried = retrying.statistics.get("attempt_number", attempts)
                 raise GraphStoreError(
-                    f"cannot reach gremlin server {self.url} (after {attempts} attempts): {exc}"
+                    f"cannot reach gremlin server {self.url} (after {tried} attempts): {exc}"
                 ) from exc
             raise
         raise AssertionError("unreachable: Retrying returns or raises")
@@ -190,11 +204,11 @@ class GremlinGraphStore(GraphStore):
             fresh = [e for e in rows if e.entity_id not in present]
             for batch in _chunks(fresh, self.insert_batch):
                 self._call(
-                    lambda g, batch=batch: _insert_entities(g, scope, batch).iterate(),
+                    lambda g, batch=batch: _run(_insert_entities(g, scope, batch)),
                     idempotent=False,
                 )
         for batch in _chunks(existing, self.entity_batch):
-            self._call(lambda g, batch=batch: _chain(g, batch, scope, _upsert_entity).iterate())
+            self._call(lambda g, batch=batch: _run(_chain(g, batch, scope, _upsert_entity)))
         self._bump(scope)
         return len(rows)
 
@@ -214,11 +228,11 @@ class GremlinGraphStore(GraphStore):
             fresh = [f for f in rows if f.fact_id not in present]
             for batch in _chunks(fresh, self.insert_batch):
                 self._call(
-                    lambda g, batch=batch: _insert_facts(g, scope, batch, vertex_ids).iterate(),
+                    lambda g, batch=batch: _run(_insert_facts(g, scope, batch, vertex_ids)),
                     idempotent=False,
                 )
         for batch in _chunks(existing, self.fact_batch):
-            self._call(lambda g, batch=batch: _chain(g, batch, scope, _upsert_fact).iterate())
+            self._call(lambda g, batch=batch: _run(_chain(g, batch, scope, _upsert_fact)))
         self._bump(scope)
         return len(rows)
 
@@ -250,20 +264,18 @@ class GremlinGraphStore(GraphStore):
 
         def write(g: GraphTraversalSource) -> None:
             # Cleared row hashes make the next sync rewrite both rows from the table.
-            (
+            _run(
                 _facts_e(g, scope)
                 .has("fact_id", old_fact_id)
                 .property("valid_to", long(closed))
                 .property("superseded_by", new_fact_id)
                 .property("row_hash", "")
-                .iterate()
             )
-            (
+            _run(
                 _facts_e(g, scope)
                 .has("fact_id", new_fact_id)
                 .property("supersedes", old_fact_id)
                 .property("row_hash", "")
-                .iterate()
             )
 
         self._call(write)
@@ -301,12 +313,12 @@ class GremlinGraphStore(GraphStore):
     def delete_scope(self, scope: Scope) -> None:
         # Dropping the vertices drops their edges; the marker goes too, so version() is "0"
         # again, the token of an empty scope.
-        self._call(lambda g: _scoped(g.V(), scope).drop().iterate())
+        self._call(lambda g: _run(_scoped(g.V(), scope).drop()))
 
     def _bump(self, scope: Scope) -> None:
         token = uuid.uuid4().hex
         self._call(
-            lambda g: (
+            lambda g: _run(
                 _scoped(g.V(), scope)
                 .has_label(SCOPE_MARKER)
                 .fold()
@@ -317,7 +329,6 @@ class GremlinGraphStore(GraphStore):
                     .property("ns", scope.ns),
                 )
                 .property(Cardinality.single, "version", token)
-                .iterate()
             )
         )
 
@@ -341,8 +352,8 @@ class GremlinGraphStore(GraphStore):
         moved = [r["f"] for r in stored if (r["s"], r["o"]) != wanted[r["f"]]]
         for chunk in _chunks(moved, _ID_CHUNK):
             self._call(
-                lambda g, chunk=chunk: (
-                    _facts_e(g, scope).has("fact_id", P.within(chunk)).drop().iterate()
+                lambda g, chunk=chunk: _run(
+                    _facts_e(g, scope).has("fact_id", P.within(chunk)).drop()
                 )
             )
         return {r["f"] for r in stored} - set(moved)
@@ -374,24 +385,21 @@ class GremlinGraphStore(GraphStore):
     # -- reads -------------------------------------------------------------------------------
 
     def entities(self, scope: Scope) -> list[EntityRecord]:
-        rows = self._call(lambda g: _entities_read(g, scope).element_map(*_ENTITY_KEYS).to_list())
+        rows = self._call(lambda g: _fields(_entities_read(g, scope), _ENTITY_KEYS).to_list())
         return sorted((_entity(r) for r in rows), key=lambda e: e.entity_id)
 
     def get_entities(self, scope: Scope, entity_ids: Iterable[str]) -> list[EntityRecord]:
         rows: list[dict[Any, Any]] = []
         for chunk in _chunks(unique_ids(entity_ids), _ID_CHUNK):
             rows += self._call(
-                lambda g, chunk=chunk: (
-                    _entities_read(g, scope)
-                    .has("entity_id", P.within(chunk))
-                    .element_map(*_ENTITY_KEYS)
-                    .to_list()
-                )
+                lambda g, chunk=chunk: _fields(
+                    _entities_read(g, scope).has("entity_id", P.within(chunk)), _ENTITY_KEYS
+                ).to_list()
             )
         return sorted((_entity(r) for r in rows), key=lambda e: e.entity_id)
 
     def facts(self, scope: Scope) -> list[FactRecord]:
-        rows = self._call(lambda g: _facts_read(g, scope).element_map(*_FACT_KEYS).to_list())
+        rows = self._call(lambda g: _fields(_facts_read(g, scope), _FACT_KEYS).to_list())
         return sorted((_fact(r) for r in rows), key=lambda f: f.fact_id)
 
     def expand(
@@ -407,7 +415,7 @@ class GremlinGraphStore(GraphStore):
 
         def fetch(ids: Sequence[str], n: int) -> list[FactRecord]:
             rows = self._call(
-                lambda g: (
+                lambda g: _fields(
                     _entities_v(g, scope)
                     .has("entity_id", P.within(list(ids)))
                     .both_e(FACT)
@@ -420,10 +428,9 @@ class GremlinGraphStore(GraphStore):
                     .order()
                     .by("confidence", Order.desc)
                     .by("fact_id", Order.asc)
-                    .limit(n)
-                    .element_map(*_FACT_KEYS)
-                    .to_list()
-                )
+                    .limit(n),
+                    _FACT_KEYS,
+                ).to_list()
             )
             return [_fact(r) for r in rows]
 
@@ -479,6 +486,25 @@ class GremlinGraphStore(GraphStore):
 
 
 # -- traversal building blocks ---------------------------------------------------------------
+
+
+def _run(t: GraphTraversal) -> int:
+    """Runs a write traversal for its side effects; returns how many traversers it ended with.
+
+    Not `iterate()`: gremlinpython 3.8 ends that with `discard()`, a step TinkerPop 3.7 servers
+    (JanusGraph 1.x) do not know, and 3.5-3.7 drivers end it with `none()`, which 3.8 servers
+    read as a list filter. A closing `count()` means the same on every server 3.5 and up."""
+    return int(t.count().next())
+
+
+def _fields(t: GraphTraversal, keys: Sequence[str]) -> GraphTraversal:
+    """Each element as {key: value} for `keys` (every one present: readers filter on row_hash,
+    written last). Not `elementMap()`, which adds the element's id: JanusGraph's edge ids are a
+    server-specific type (RelationIdentifier) that gremlinpython cannot read."""
+    t = t.project(*keys)
+    for key in keys:
+        t = t.by(key)
+    return t
 
 
 def _scoped(t: GraphTraversal, scope: Scope) -> GraphTraversal:
@@ -657,6 +683,30 @@ def _only(value: Any) -> Any:
 def _chunks(items: list[R], size: int) -> Iterator[list[R]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+# Server answers that mean "try again": the traversal's transaction was rolled back. JanusGraph
+# (BerkeleyDB JE deadlock victims, lock timeouts, failed commits), Neptune and others
+# (ConcurrentModificationException).
+_TRANSIENT = (
+    "DeadlockException",
+    "LockConflictException",
+    "TemporaryBackendException",
+    "TemporaryLockingException",
+    "PermanentLockingException",
+    "ConcurrentModificationException",
+    "Could not commit transaction due to exception during persistence",
+    "Could not call index",
+    "Could not execute operation due to backend exception",
+)
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if not isinstance(exc, GremlinServerError):
+        return False
+    # The message, and the exception names and stack trace the server attaches.
+    text = f"{exc} {getattr(exc, 'status_attributes', None) or ''}"
+    return any(t in text for t in _TRANSIENT)
 
 
 def _is_connection_error(exc: BaseException) -> bool:

@@ -74,6 +74,7 @@ WRITE_CHUNK_BYTES = 8 * 1024 * 1024
 NOT_LOADED = 101  # Lite: "collection is in state 'released'"
 PROP_MODEL = "memflow.model"
 PROP_LAYOUT = "memflow.layout"
+STRONG, SESSION = "Strong", "Session"
 _ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 _SLUG = re.compile(r"[^a-z0-9]+")
 
@@ -123,6 +124,12 @@ def _disconnected(err: BaseException) -> bool:
     cause = err.__cause__ or err.__context__
     code = getattr(cause, "code", None)
     return callable(code) and code() == grpc.StatusCode.UNAVAILABLE
+
+
+def _version(text: str) -> tuple[int, int]:
+    """(major, minor) of a server version such as "v2.3.5-lite" or "2.4.0"; (0, 0) if unknown."""
+    m = re.match(r"v?(\d+)\.(\d+)", text.strip())
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 def _pair(scope: Scope) -> tuple[str, str]:
@@ -254,23 +261,34 @@ class MilvusVectorStore(VectorStore):
             )
         self._token, self._timeout, self._reconnect = token, timeout, reconnect
         self._lock = threading.Lock()
-        self._client = self._call("connect", self._connect)
+        # Set before the first call: a failed connect goes through _reopen, which uses them.
+        self._names: set[str] = set()
+        self._loaded: set[str] = set()
+        self._props: dict[str, str] = {}
+        self._closed = False
+        self._client = self._call("connect", self._first_client)
         if self._lite_file:
             with _LITE_FILES_LOCK:
                 _LITE_FILES[self._lite_path] = _LITE_FILES.get(self._lite_path, 0) + 1
         version = self._call("get_server_version", lambda: self._client.get_server_version())
-        self.is_lite = self._lite_file or str(version).startswith("milvus_lite")
+        self.server_version = str(version)
+        self.is_lite = self._lite_file or self.server_version.startswith("milvus_lite")
         self.backend = "milvus-lite" if self.is_lite else "milvus"
+        # Servers before 2.4 route an upsert into a partition-key collection by the wrong field
+        # (milvus-io/milvus#30607): measured on 2.3.5, the rows are acknowledged and never seen
+        # again. There a write is a delete by primary key, then an insert.
+        self._upsert_works = self.is_lite or _version(self.server_version) >= (2, 4)
         if layout == "auto":
             layout = Layout.SCOPE if self.is_lite else Layout.PARTITION_KEY
         self.layout = Layout(layout)
         self._cache = (
             _ScopeCache(Path(cache_dir), cache_ttl_s, cache_max_bytes) if cache_dir else None
         )
-        self._names: set[str] = set()
-        self._loaded: set[str] = set()
-        self._props: dict[str, str] = {}
-        self._closed = False
+
+    def _first_client(self) -> MilvusClient:
+        # After a failed first connect, _reopen has made the client; keep that one.
+        client = getattr(self, "_client", None)
+        return client if client is not None else self._connect()
 
     def _connect(self) -> MilvusClient:
         return MilvusClient(uri=self.uri, token=self._token or "", timeout=self._timeout)
@@ -279,11 +297,14 @@ class MilvusVectorStore(VectorStore):
         assert self._reconnect is not None
         uri = self._reconnect()
         with self._lock:
-            old, self.uri, self._where = self._client, uri, _redact_uri(uri)
+            # No client yet when the first connect is what failed.
+            old: MilvusClient | None = getattr(self, "_client", None)
+            self.uri, self._where = uri, _redact_uri(uri)
             self._client = self._connect()
             self._loaded.clear()
-        with contextlib.suppress(Exception):
-            old.close()
+        if old is not None:
+            with contextlib.suppress(Exception):
+                old.close()
 
     def __repr__(self) -> str:
         return f"MilvusVectorStore({self._where!r}, layout={self.layout.value!r})"
@@ -380,6 +401,8 @@ class MilvusVectorStore(VectorStore):
         schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dim)
         index = client.prepare_index_params()
         index.add_index("vector", index_type="FLAT" if lite else "AUTOINDEX", metric_type="COSINE")
+        # A server's default for readers that do not say (ours always do, see _level).
+        level = {} if lite else {"consistency_level": STRONG}
         try:
             self._call(
                 "create_collection",
@@ -388,6 +411,7 @@ class MilvusVectorStore(VectorStore):
                     schema=schema,
                     index_params=index,
                     properties={PROP_MODEL: model, PROP_LAYOUT: self.layout.value},
+                    **level,
                 ),
             )
         except VectorStoreError:
@@ -430,14 +454,18 @@ class MilvusVectorStore(VectorStore):
         rows = self._read(
             "query",
             name,
-            lambda: self._client.query(name, filter=flt, output_fields=fields, limit=QUERY_LIMIT),
+            lambda: self._client.query(
+                name, filter=flt, output_fields=fields, limit=QUERY_LIMIT, **self._level(STRONG)
+            ),
         )
         if len(rows) < QUERY_LIMIT:
             return list(rows)
         return self._read("query_iterator", name, lambda: self._iterate(name, flt, fields))
 
     def _iterate(self, name: str, flt: str, fields: list[str]) -> list[dict[str, Any]]:
-        it = self._client.query_iterator(name, batch_size=4096, filter=flt, output_fields=fields)
+        it = self._client.query_iterator(
+            name, batch_size=4096, filter=flt, output_fields=fields, **self._level(STRONG)
+        )
         out: list[dict[str, Any]] = []
         try:
             while batch := it.next():
@@ -499,10 +527,31 @@ class MilvusVectorStore(VectorStore):
         with self._writing(name):
             for start in range(0, len(values), step):
                 chunk = values[start : start + step]
-                self._call("upsert", lambda c=chunk: self._client.upsert(name, c))
-            # Unflushed rows search ~100x slower in Lite.
-            self._call("flush", lambda: self._client.flush(name))
+                if self._upsert_works:
+                    self._call("upsert", lambda c=chunk: self._client.upsert(name, c))
+                else:
+                    pks = [row["pk"] for row in chunk]
+                    self._call("delete", lambda p=pks: self._client.delete(name, ids=p))
+                    self._call("insert", lambda c=chunk: self._client.insert(name, c))
+            self._flush(name)
         return len(values)
+
+    def _flush(self, name: str) -> None:
+        """Lite: unflushed rows search ~100x slower. A server: no flush. Its acknowledged writes
+        are already in its log (they survive kill -9, tests/faults), readers see them through
+        the consistency level (_level), and a flush costs ~4 s on Milvus 2.3.5."""
+        if self.is_lite:
+            self._call("flush", lambda: self._client.flush(name))
+
+    def _level(self, level: str) -> dict[str, str]:
+        """The consistency level a read asks a server for (Lite has one process, no levels).
+
+        Strong (the sink's reads and the store-equals-table check: ids, missing, models, the
+        lookups before a delete): the read waits until every write acknowledged before it is
+        visible, ~200 ms a call on 2.3.5. Session (`nearest`, the recall path): this client's
+        own writes are visible at once, ~3 ms a search; other processes' writes after the
+        server's graceful time (5 s by default), as Bounded."""
+        return {} if self.is_lite else {"consistency_level": level}
 
     def delete(self, model: str, scope: Scope, entity_ids: Sequence[str]) -> int:
         scope = self._check_scope(scope)
@@ -519,7 +568,7 @@ class MilvusVectorStore(VectorStore):
                 "get",
                 name,
                 lambda c=chunk: self._client.get(
-                    name, ids=c, output_fields=["pk", "tenant_id", "ns"]
+                    name, ids=c, output_fields=["pk", "tenant_id", "ns"], **self._level(STRONG)
                 ),
             )
             found.extend(r["pk"] for r in got if (r["tenant_id"], r["ns"]) == _pair(scope))
@@ -529,7 +578,7 @@ class MilvusVectorStore(VectorStore):
             for start in range(0, len(found), 1000):
                 chunk = found[start : start + 1000]
                 self._call("delete", lambda c=chunk: self._client.delete(name, ids=c))
-            self._call("flush", lambda: self._client.flush(name))
+            self._flush(name)
         return len(found)
 
     def delete_scope(self, scope: Scope) -> None:
@@ -552,7 +601,7 @@ class MilvusVectorStore(VectorStore):
                     name,
                     lambda n=name: self._client.delete(n, filter=scope_filter(scope)),
                 )
-                self._call("flush", lambda n=name: self._client.flush(n))
+                self._flush(name)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -588,6 +637,7 @@ class MilvusVectorStore(VectorStore):
                 filter=scope_filter(scope),
                 output_fields=["entity_id", "tenant_id", "ns"],
                 search_params={"metric_type": "COSINE"},
+                **self._level(SESSION),
             ),
         )
         hits: list[VectorHit] = []
@@ -685,7 +735,9 @@ class MilvusVectorStore(VectorStore):
             rows = self._read(
                 "count",
                 name,
-                lambda n=name, f=flt: self._client.query(n, filter=f, output_fields=["count(*)"]),
+                lambda n=name, f=flt: self._client.query(
+                    n, filter=f, output_fields=["count(*)"], **self._level(STRONG)
+                ),
             )
             count = int(rows[0]["count(*)"]) if rows else 0
             if count:

@@ -2,7 +2,9 @@
 
 `graph_backend` is parametrized over every backend; each test gets a fresh store handle and
 fresh tenants (`new_scope`), so tests stay apart on a shared Gremlin server and under xdist.
-The Gremlin server is started only when a gremlin test runs (tests/support/gremlin.py).
+The Gremlin servers are started only when a test of theirs runs (tests/support/gremlin.py):
+TinkerPop's Gremlin Server on TinkerGraph for `gremlin*`, JanusGraph's Gremlin Server on
+BerkeleyDB JE (on disk) for `janusgraph*`. A server that cannot be started fails the tests.
 """
 
 from __future__ import annotations
@@ -18,11 +20,23 @@ import pytest
 from resources.graph.base import GraphStore
 from resources.graph.factory import open_graph_store
 from schemas.scope import Scope
-from tests.support.gremlin import GremlinServerUnavailable, acquire_server, release_server
+from tests.support.gremlin import acquire_server, release_server
+from tests.support.services import ServiceUnavailable
 
 # gremlin: the portable fold/coalesce upserts (the default); gremlin-inject: new rows inserted
-# by data-driven inject(...).addV/addE traversals.
-GRAPH_BACKENDS = ("sqlite", "gremlin", "gremlin-inject")
+# by data-driven inject(...).addV/addE traversals; both on TinkerGraph. janusgraph: the same
+# store (default options) against JanusGraph, a real graph database with persistence on disk.
+GRAPH_BACKENDS = ("sqlite", "gremlin", "gremlin-inject", "janusgraph")
+MARKS = {
+    "gremlin": [pytest.mark.gremlin],
+    "gremlin-inject": [pytest.mark.gremlin],
+    "janusgraph": [pytest.mark.gremlin, pytest.mark.server],
+}
+SERVER_FIXTURE = {
+    "gremlin": "gremlin_server_url",
+    "gremlin-inject": "gremlin_server_url",
+    "janusgraph": "janusgraph_server_url",
+}
 
 
 @dataclass(frozen=True)
@@ -42,26 +56,30 @@ class GraphBackend:
         )
 
 
+def _shared_server(flavour: str) -> Iterator[str]:
+    try:
+        url = acquire_server(flavour)
+    except ServiceUnavailable as exc:
+        pytest.fail(f"the {flavour} Gremlin server could not be started: {exc}", pytrace=False)
+    yield url
+    release_server(flavour)
+
+
 @pytest.fixture(scope="session")
 def gremlin_server_url() -> Iterator[str]:
-    try:
-        url = acquire_server()
-    except GremlinServerUnavailable as exc:
-        pytest.fail(f"the Gremlin Server could not be started: {exc}", pytrace=False)
-    yield url
-    release_server()
+    yield from _shared_server("tinkergraph")
 
 
-@pytest.fixture(
-    params=[
-        pytest.param(name, marks=[pytest.mark.gremlin] if name.startswith("gremlin") else [])
-        for name in GRAPH_BACKENDS
-    ]
-)
+@pytest.fixture(scope="session")
+def janusgraph_server_url() -> Iterator[str]:
+    yield from _shared_server("janusgraph")
+
+
+@pytest.fixture(params=[pytest.param(name, marks=MARKS.get(name, [])) for name in GRAPH_BACKENDS])
 def graph_backend(request: pytest.FixtureRequest, tmp_path: Path) -> GraphBackend:
     if request.param == "sqlite":
         return GraphBackend("sqlite", sqlite_path=tmp_path / "graph.sqlite")
-    url = request.getfixturevalue("gremlin_server_url")
+    url = request.getfixturevalue(SERVER_FIXTURE[request.param])
     options = {"new_rows": "inject"} if request.param == "gremlin-inject" else {}
     return GraphBackend("gremlin", gremlin_url=url, gremlin_options=options)
 

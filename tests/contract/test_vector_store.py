@@ -30,7 +30,12 @@ from resources.vector.lite_server import (
 from resources.vector.milvus import MilvusVectorStore, literal, scope_filter
 from resources.vector.sync import sync_vectors, vectors_equal_table
 from schemas.scope import Scope, ScopeError
-from tests.support.milvus import fresh_scope, lite_server_dir, vector_store  # noqa: F401
+from tests.support.milvus import (  # noqa: F401
+    fresh_scope,
+    lite_server_dir,
+    milvus_server_uri,
+    vector_store,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -197,7 +202,9 @@ def test_literal_round_trips_through_the_milvus_filter_parser(
     client = vector_store._client
     for value in INJECTIONS:
         expr = f"{scope_filter(scope)} and entity_id == {literal(value)}"
-        rows = client.query(name, filter=expr, output_fields=["entity_id"])
+        rows = client.query(
+            name, filter=expr, output_fields=["entity_id"], **vector_store._level("Strong")
+        )
         assert [r["entity_id"] for r in rows] == [value]
 
 

@@ -27,6 +27,8 @@ def main() -> int:
     p.add_argument("--home", required=True)
     p.add_argument("--tenant", required=True)
     p.add_argument("--embed-url", default="")
+    p.add_argument("--gremlin-url", default="", help="graph store: this Gremlin server")
+    p.add_argument("--milvus-uri", default="", help="vector store: this Milvus server")
     p.add_argument("--select", nargs="+", required=True)
     args = p.parse_args()
     scope = Scope.parse(args.tenant)
@@ -40,8 +42,12 @@ def main() -> int:
         "storage": Storage(landing_dir=args.landing, data_dir=args.data),
         "extraction": ExtractionModelResource(provider="none"),
         "embedding": embedding,
-        "graph": GraphStoreResource(backend="sqlite", data_dir=args.data),
-        "vectors": VectorStoreResource(data_dir=args.data),
+        "graph": (
+            GraphStoreResource(backend="gremlin", gremlin_url=args.gremlin_url)
+            if args.gremlin_url
+            else GraphStoreResource(backend="sqlite", data_dir=args.data)
+        ),
+        "vectors": VectorStoreResource(uri=args.milvus_uri, data_dir=args.data),
     }
     with DagsterInstance.local_temp(args.home) as instance:
         if scope.key not in instance.get_dynamic_partitions(TENANTS):

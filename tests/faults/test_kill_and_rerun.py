@@ -3,14 +3,16 @@ nothing is lost and nothing is embedded twice. Real subprocesses, real stores.""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from resources.graph.sqlite import SqliteGraphStore
@@ -23,15 +25,27 @@ from resources.vector.sync import vectors_equal_table
 from schemas.scope import Scope
 from tests.pipeline.landing_fixtures import save, write_jsonl
 from tests.support.embeddings_server import EmbeddingsServer, Fault
+from tests.support.gremlin import DedicatedJanusGraph
+from tests.support.milvus_server import MilvusServer, MilvusServerError
+from tests.support.services import ServiceUnavailable, free_port_block
 
+# No test here relies on another having run: under xdist they may run on either worker, each
+# with its own world (and with pytest 9.2, xdist's loadgroup does not group: pytest-xdist#1386).
 pytestmark = pytest.mark.slow
+
+
+def _nothing() -> None:
+    """No action besides the kill."""
+
+
+NOTHING: Callable[[], None] = _nothing
 SCOPE = Scope("acme", "big")
 DAY = "2026-11-02"
 FACTS_TOTAL = 3000
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, even if xdist interleaves other modules
 def world(tmp_path_factory: pytest.TempPathFactory):
     base = tmp_path_factory.mktemp("faults")
     landing, data, home = base / "landing", base / "data", base / "home"
@@ -64,7 +78,13 @@ def world(tmp_path_factory: pytest.TempPathFactory):
     stop_lite_server(data)
 
 
-def child(w: dict, *select: str, embed_url: str = "") -> subprocess.Popen:
+def child(
+    w: dict,
+    *select: str,
+    embed_url: str = "",
+    gremlin_url: str = "",
+    milvus_uri: str = "",
+) -> subprocess.Popen:
     cmd = [
         sys.executable,
         "-m",
@@ -82,41 +102,61 @@ def child(w: dict, *select: str, embed_url: str = "") -> subprocess.Popen:
     ]
     if embed_url:
         cmd += ["--embed-url", embed_url]
+    if gremlin_url:
+        cmd += ["--gremlin-url", gremlin_url]
+    if milvus_uri:
+        cmd += ["--milvus-uri", milvus_uri]
     return subprocess.Popen(
         cmd, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
 
 
-def kill_on_log(proc: subprocess.Popen, marker: str, timeout: float = 240) -> None:
-    """SIGKILL the run's process group as soon as its log shows `marker`."""
+def kill_run(proc: subprocess.Popen) -> None:
+    """SIGKILL the run's process group (the child and whatever it spawned)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+
+
+def kill_on_log(
+    proc: subprocess.Popen, marker: str, timeout: float = 240, also: Callable[[], None] = NOTHING
+) -> None:
+    """Once the run's log shows `marker`: `also()` (e.g. kill -9 a server), then SIGKILL the
+    run's process group."""
     deadline = time.monotonic() + timeout
     assert proc.stderr is not None
     for line in iter(proc.stderr.readline, b""):
         if marker.encode() in line:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
+            also()
+            kill_run(proc)
             return
         assert time.monotonic() < deadline, "the run never reached the kill point"
     raise AssertionError(f"the run ended without logging {marker!r}")
 
 
 def kill_when(
-    proc: subprocess.Popen, ready: Callable[[], bool], timeout: float = 240, poll: float = 0.05
+    proc: subprocess.Popen,
+    ready: Callable[[], bool],
+    timeout: float = 240,
+    poll: float = 0.05,
+    also: Callable[[], None] = NOTHING,
 ) -> bool:
-    """SIGKILL the run's process group once `ready()`; False if the run ended first."""
+    """Once `ready()`: `also()`, then SIGKILL the run's process group; False if the run ended
+    first."""
     deadline = time.monotonic() + timeout
     while not ready():
         if proc.poll() is not None:
             return False
         assert time.monotonic() < deadline, "the run never reached the kill point"
         time.sleep(poll)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(30)
+    also()
+    kill_run(proc)
     return True
 
 
 def test_kill_during_embedding_then_rerun_embeds_only_what_is_missing(world: dict) -> None:
     ledger = EmbeddingLedger(world["data"])
+    ledger.drop(SCOPE, "hash-model")  # from an empty ledger, whatever ran before on this worker
     entities = TableStore(world["data"]).read("entities", SCOPE)
     with EmbeddingsServer(dim=16) as server:
         server.enqueue(*[Fault(delay=0.4) for _ in range(200)])
@@ -167,10 +207,22 @@ def test_kill_during_graph_sink_then_rerun_converges(world: dict) -> None:
         store.close()
 
 
-def test_kill_during_vector_sink_then_rerun_converges(world: dict) -> None:
+def embedded(world: dict) -> pl.DataFrame:
+    """The world's `hash-model` vectors: the embedding test's, or embedded now if that test has
+    not run in this process (xdist, -k) or was killed for good."""
     ledger = EmbeddingLedger(world["data"])
     table = vector_table(ledger, "hash-model", SCOPE)
-    assert table.height > 0  # embedded by the previous test
+    if table.height == 0:
+        with EmbeddingsServer(dim=16) as server:
+            proc = child(world, "entity_embeddings", embed_url=server.url)
+            assert proc.wait(300) == 0, proc.stderr.read().decode()[-2000:]
+        table = vector_table(ledger, "hash-model", SCOPE)
+    assert table.height > 0
+    return table
+
+
+def test_kill_during_vector_sink_then_rerun_converges(world: dict) -> None:
+    table = embedded(world)
     store = open_vector_store(None, str(world["data"]))
     try:
         store.delete_scope(SCOPE)
@@ -181,5 +233,115 @@ def test_kill_during_vector_sink_then_rerun_converges(world: dict) -> None:
         equal, diff = vectors_equal_table(store, "hash-model", SCOPE, table)
         assert equal, diff
         assert store.models(SCOPE)["hash-model"] == (16, table.height)
+    finally:
+        store.close()
+
+
+# -- real servers: kill -9 the server mid-sync, restart it, rerun ------------------------------
+# Each test owns its server (a free port, a data directory of its own): a kill -9 of the shared
+# test servers would fail the other workers' tests.
+
+
+@pytest.fixture
+def janusgraph(tmp_path: Path) -> Iterator[DedicatedJanusGraph]:
+    server = DedicatedJanusGraph(tmp_path / "janusgraph")
+    try:
+        server.start()
+    except ServiceUnavailable as exc:
+        pytest.fail(f"JanusGraph could not be started: {exc}", pytrace=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def milvus(tmp_path: Path) -> Iterator[MilvusServer]:
+    server = MilvusServer(free_port_block(13, "MEMFLOW_FAULT_MILVUS_PORT"), tmp_path / "milvus")
+    try:
+        server.start()
+    except MilvusServerError as exc:
+        pytest.fail(f"the Milvus server could not be started: {exc}", pytrace=False)
+    yield server
+    server.stop(timeout_s=3)  # a throwaway server: no need to wait for a graceful stop
+
+
+@pytest.mark.server
+def test_kill_janusgraph_during_graph_sink_then_restart_and_rerun_converges(
+    world: dict, janusgraph: DedicatedJanusGraph
+) -> None:
+    from resources.graph.gremlin import GremlinGraphStore
+
+    tables = TableStore(world["data"])
+    facts, entities = tables.read("validated_facts", SCOPE), tables.read("entities", SCOPE)
+    store = GremlinGraphStore(janusgraph.url)
+    # The sink in the insert mode JanusGraph deployments should use (4x faster there): new rows
+    # go in batches of data-driven inserts, which are not retried after a lost connection.
+    sink_url = f"{janusgraph.url}?new_rows=inject&insert_batch=200"
+
+    def partial() -> bool:
+        counts = store.counts(SCOPE)
+        return counts["entities"] > 0 and counts["facts"] < facts.height
+
+    try:
+        for _attempt in range(3):
+            store.delete_scope(SCOPE)
+            proc = child(world, "graph_sink", gremlin_url=sink_url)
+            # The server dies between the sink's first and last write; the run, now retrying
+            # against a dead server, is killed too rather than waited for.
+            if kill_when(proc, partial, poll=0.1, also=janusgraph.kill):
+                break
+            janusgraph.start()
+        else:
+            pytest.fail("no kill landed between the graph sink's first and last write in 3 runs")
+        janusgraph.start()  # same data directory
+        # What the killed run committed is on disk (BerkeleyDB JE), and it is not the table.
+        assert store.counts(SCOPE)["entities"] > 0
+        assert not graph_equals_table(store, SCOPE, entities, facts)[0]
+        proc = child(world, "graph_sink", gremlin_url=sink_url)
+        assert proc.wait(300) == 0, proc.stderr.read().decode()[-2000:]
+        equal, diff = graph_equals_table(store, SCOPE, entities, facts)
+        assert equal, diff
+        assert store.counts(SCOPE) == {"entities": entities.height, "facts": facts.height}
+    finally:
+        store.close()
+
+
+@pytest.mark.server
+def test_kill_milvus_server_during_vector_sink_then_restart_and_rerun_converges(
+    world: dict, milvus: MilvusServer
+) -> None:
+    from resources.vector.milvus import Layout, MilvusVectorStore
+
+    table = embedded(world)
+    dim = int(table["dim"][0])
+    store = MilvusVectorStore(milvus.uri)
+    assert store.layout is Layout.PARTITION_KEY
+    # A stale half (other text hashes) the sink must replace, and a missing half it must add.
+    half = table.head(table.height // 2)
+    vectors = half["vector"].list.to_array(dim).to_numpy()
+    stale = list(zip(half["entity_id"], ["stale"] * half.height, vectors, strict=True))
+    store.upsert("hash-model", dim, SCOPE, stale)
+    store.close()
+    sink = ("vector_sink",)
+    options = {"embed_url": "http://127.0.0.1:9", "milvus_uri": milvus.uri}
+
+    # The server dies as the sink starts reading and writing (it writes a tenant in one or
+    # two requests, so there is no wider window to aim at); the run is killed with it.
+    proc = child(world, *sink, **options)
+    kill_on_log(proc, 'Started execution of step "vector_sink"', also=milvus.kill)
+    milvus.start()  # same data directory
+    store = MilvusVectorStore(milvus.uri)
+    try:
+        assert not vectors_equal_table(store, "hash-model", SCOPE, table)[0]
+        proc = child(world, *sink, **options)
+        assert proc.wait(300) == 0, proc.stderr.read().decode()[-2000:]
+        # The sink never flushes on a server: its acknowledged writes survive a kill -9 that
+        # follows at once (Milvus replays its log on start).
+        store.close()
+        milvus.kill()
+        milvus.start()
+        store = MilvusVectorStore(milvus.uri)
+        equal, diff = vectors_equal_table(store, "hash-model", SCOPE, table)
+        assert equal, diff
+        assert store.models(SCOPE)["hash-model"] == (dim, table.height)
     finally:
         store.close()
