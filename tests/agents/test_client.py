@@ -1,0 +1,157 @@
+"""recall.client against a real API server, a closed port and a server that hangs."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from recall.client import (
+    ApiError,
+    ApiUnreachable,
+    ClientSettings,
+    LocalStores,
+    MemflowClient,
+    recall,
+)
+from resources.scope import Scope
+from tests.agents.conftest import PRIVATE, Memory
+
+PAYMENTS = Scope("acme", "payments")
+LAB = Scope("globex", "secret-lab")
+
+
+def client(memory: Memory, role: str = "acme_payments", **kw: float) -> MemflowClient:
+    return MemflowClient(ClientSettings(memory.url, memory.keys[role], **kw))
+
+
+def test_every_endpoint(memory: Memory) -> None:
+    with client(memory) as api:
+        assert api.health()["status"] == "ok"
+        answer = api.recall(PAYMENTS, "what does payments-service use?")
+        assert answer["scope"] == "acme/payments"
+        assert any(f["object"] == "PostgreSQL" for f in answer["facts"])
+        found = api.entities(PAYMENTS, "payments-service")
+        ids = [e["entity_id"] for e in found["entities"]]
+        assert ids
+        sub = api.subgraph(PAYMENTS, ids[:1], hops=1)
+        assert {f["predicate"] for f in sub["facts"]} >= {"USES", "OWNED_BY"}
+        saved = api.triples(
+            PAYMENTS, [{"subject": "a", "predicate": "USES", "object": "b"}], client="test"
+        )
+        assert saved["accepted"] == 1
+        turns = api.turns(
+            PAYMENTS,
+            [
+                {
+                    "session_id": "s",
+                    "turn_id": "t",
+                    "ts": "2026-01-01T00:00:00Z",
+                    "role": "user",
+                    "content": "hello",
+                    "client": "test",
+                }
+            ],
+        )
+        assert turns["accepted"] == 1
+
+
+def test_server_errors_come_back_with_their_code(memory: Memory) -> None:
+    with client(memory) as api:
+        with pytest.raises(ApiError) as foreign:
+            api.recall(LAB, "what is Project Nightjar")
+        assert (foreign.value.status, foreign.value.code) == (404, "tenant_not_found")
+        with pytest.raises(ApiError) as bad:
+            api.triples(PAYMENTS, [{"subject": "a", "predicate": "not ok!", "object": "b"}])
+        assert bad.value.code == "triples_rejected"
+        assert bad.value.details[0]["reason"] == "predicate_not_upper_snake_case"
+    with MemflowClient(ClientSettings(memory.url, "mf_not-a-key")) as api:
+        with pytest.raises(ApiError) as unauthorized:
+            api.recall(PAYMENTS, "anything")
+        assert unauthorized.value.code == "unauthorized"
+
+
+def test_a_closed_port_is_unreachable_at_once(closed_url: str) -> None:
+    started = time.monotonic()
+    with MemflowClient(ClientSettings(closed_url, "k")) as api, pytest.raises(ApiUnreachable) as e:
+        api.recall(PAYMENTS, "anything")
+    assert e.value.kind == "connect"
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_hanging_server_times_out_within_the_budget(hanging_url: str) -> None:
+    started = time.monotonic()
+    with MemflowClient(ClientSettings(hanging_url, "k")) as api, pytest.raises(ApiUnreachable):
+        api.recall(PAYMENTS, "anything", timeout=0.5)
+    assert time.monotonic() - started < 1.5
+
+
+def test_no_json_is_a_broken_server() -> None:
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, text="<html>"))
+    api = MemflowClient(ClientSettings("http://x", "k"), transport=transport)
+    with api, pytest.raises(ApiUnreachable) as e:
+        api.health()
+    assert e.value.kind == "protocol"
+
+
+def test_redirects_are_not_followed_so_the_key_stays_home() -> None:
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        return httpx.Response(307, headers={"location": "http://evil.example/steal"})
+
+    api = MemflowClient(ClientSettings("http://x", "k"), transport=httpx.MockTransport(handler))
+    with api, pytest.raises(ApiError):
+        api.health()
+    assert seen == ["http://x/healthz"]
+
+
+def test_settings_come_from_the_environment_when_asked() -> None:
+    s = ClientSettings.from_env(
+        {"MEMFLOW_API_URL": "http://h:1", "MEMFLOW_API_KEY": "mf_x", "MEMFLOW_API_TIMEOUT_S": "-3"}
+    )
+    assert (s.url, s.key, s.timeout_s) == ("http://h:1", "mf_x", 5.0)
+    assert "mf_x" not in repr(s)
+    assert ClientSettings.from_env({}).url == "http://127.0.0.1:8080"
+
+
+def test_recall_falls_back_only_when_no_server_answers(memory: Memory, closed_url: str) -> None:
+    stores = LocalStores(str(memory.data_dir))
+    up = recall(
+        PAYMENTS,
+        "payments-service",
+        settings=ClientSettings(memory.url, memory.keys["acme_payments"]),
+        stores=stores,
+    )
+    assert up.source == "server" and up.note is None
+    down = recall(
+        PAYMENTS, "payments-service", settings=ClientSettings(closed_url, "k"), stores=stores
+    )
+    assert down.source == "local" and "unreachable" in (down.note or "")
+    assert down.answer["mode"] == "names"
+    assert any(f["object"] == "PostgreSQL" for f in down.answer["facts"])
+    # a server that says no is never worked around by reading the stores
+    with pytest.raises(ApiError):
+        recall(
+            LAB,
+            "Project Nightjar",
+            settings=ClientSettings(memory.url, memory.keys["acme_payments"]),
+            stores=stores,
+        )
+
+
+def test_local_recall_reads_only_the_asked_scope(memory: Memory, closed_url: str) -> None:
+    stores = LocalStores(str(memory.data_dir))
+    result = recall(
+        PAYMENTS, "Project Nightjar ledger", settings=ClientSettings(closed_url, "k"), stores=stores
+    )
+    text = str(result.answer)
+    assert not any(name in text for name in PRIVATE["globex/secret-lab"])
+
+
+def test_local_stores_from_env_wants_absolute_paths_for_hooks() -> None:
+    assert LocalStores.from_env({"MEMFLOW_DATA_DIR": ".memflow"}, require_absolute=True) is None
+    assert LocalStores.from_env({}) is None
+    assert LocalStores.from_env({"MEMFLOW_DATA_DIR": "/d"}, require_absolute=True).data_dir == "/d"
