@@ -30,9 +30,9 @@ only what the server or the stores answered (both hold redacted names only); an 
 answers (an unknown key, a tenant the key does not cover) is never worked around. ``--verbose``
 says on stderr why nothing was printed.
 
-Start-up is kept light: this module imports the standard library only; the session-start path
-adds httpx and the stdlib-only tenant mapping and formatter (measured with ``python -X
-importtime``, see ``bench/bench_hooks.py``); the recall service loads only on the fallback.
+Start-up is kept light: this module, the client (`recall.client`, on ``http.client``), the tenant
+mapping and the formatter import the standard library only (checked by ``bench/bench_hooks.py``
+with ``python -X importtime``); the recall service loads only on the fallback.
 """
 
 from __future__ import annotations
@@ -132,10 +132,6 @@ def session_start(
 def _recall(
     scope: Any, query: str, limit: int, env: Mapping[str, str], deadline: float
 ) -> tuple[dict[str, Any], str | None]:
-    # httpx imports its command-line module (rich, click, pygments: ~180 ms here) when those
-    # packages are installed; the hook never uses it.
-    if "httpx" not in sys.modules:
-        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     from recall.client import (
         ApiError,
         ApiUnreachable,

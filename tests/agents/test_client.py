@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
-import httpx
 import pytest
 
 from recall.client import (
@@ -87,25 +90,76 @@ def test_a_hanging_server_times_out_within_the_budget(hanging_url: str) -> None:
     assert time.monotonic() - started < 1.5
 
 
-def test_no_json_is_a_broken_server() -> None:
-    transport = httpx.MockTransport(lambda request: httpx.Response(200, text="<html>"))
-    api = MemflowClient(ClientSettings("http://x", "k"), transport=transport)
-    with api, pytest.raises(ApiUnreachable) as e:
+class Canned(BaseHTTPRequestHandler):
+    """Answers every request with `reply` (status, headers, body); records what it saw."""
+
+    reply: ClassVar[tuple[int, dict[str, str], bytes]] = (200, {}, b"{}")
+    seen: ClassVar[list[tuple[str, str | None]]] = []
+
+    def do_GET(self) -> None:
+        Canned.seen.append((self.path, self.headers.get("Authorization")))
+        status, headers, body = Canned.reply
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_GET
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def canned() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Canned)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    Canned.seen = []
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_no_json_is_a_broken_server(canned: str) -> None:
+    Canned.reply = (200, {"Content-Type": "text/html"}, b"<html>")
+    with MemflowClient(ClientSettings(canned, "k")) as api, pytest.raises(ApiUnreachable) as e:
         api.health()
     assert e.value.kind == "protocol"
 
 
-def test_redirects_are_not_followed_so_the_key_stays_home() -> None:
-    seen: list[str] = []
+def test_an_error_without_the_error_body(canned: str) -> None:
+    Canned.reply = (502, {}, b"bad gateway")
+    with MemflowClient(ClientSettings(canned, "k")) as api, pytest.raises(ApiError) as e:
+        api.recall(PAYMENTS, "x")
+    assert (e.value.status, e.value.code) == (502, "http_error")
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(str(request.url))
-        return httpx.Response(307, headers={"location": "http://evil.example/steal"})
 
-    api = MemflowClient(ClientSettings("http://x", "k"), transport=httpx.MockTransport(handler))
-    with api, pytest.raises(ApiError):
+def test_redirects_are_not_followed_so_the_key_stays_home(canned: str) -> None:
+    Canned.reply = (307, {"Location": "http://evil.example/steal"}, b"")
+    with MemflowClient(ClientSettings(canned, "k")) as api, pytest.raises(ApiError):
         api.health()
-    assert seen == ["http://x/healthz"]
+    assert Canned.seen == [("/healthz", "Bearer k")]
+
+
+def test_keep_alive_and_a_base_path(canned: str) -> None:
+    Canned.reply = (200, {"Content-Type": "application/json"}, b'{"ok": true}')
+    with MemflowClient(ClientSettings(canned + "/memflow/", "k")) as api:
+        for _ in range(3):
+            assert api.entities(PAYMENTS, "a b", limit=3) == {"ok": True}
+    assert (
+        Canned.seen[0][0]
+        == "/memflow/v1/entities?tenant=acme%2Fpayments&q=a+b&limit=3&ranking=auto"
+    )
+    assert len(Canned.seen) == 3
+
+
+def test_urls_that_are_not_http_are_refused() -> None:
+    for url in ("ftp://x", "x", "file:///etc/passwd"):
+        with pytest.raises(ValueError):
+            MemflowClient(ClientSettings(url, "k"))
 
 
 def test_settings_come_from_the_environment_when_asked() -> None:
