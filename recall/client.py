@@ -347,6 +347,33 @@ class LocalStores:
         )
 
 
+def local_grant_allows(
+    scope: Scope,
+    settings: ClientSettings,
+    stores: LocalStores | None,
+    env: Mapping[str, str] | None = None,
+) -> bool:
+    """May the local fallback read `scope` for this key? When a key is configured and the keys
+    file (``MEMFLOW_API_KEYS_FILE``, else ``<data>/api-keys.json``) can be read, the key must be
+    in it and cover the scope, as at the API. Without a key, or without a readable keys file,
+    the fallback reads what the user running it can read anyway (the data directory)."""
+    if not settings.key:
+        return True
+    env = os.environ if env is None else env
+    path = (env.get("MEMFLOW_API_KEYS_FILE") or "").strip()
+    if not path and stores is not None:
+        path = os.path.join(stores.data_dir, "api-keys.json")
+    if not path or not os.path.isfile(path):
+        return True
+    from recall.auth import KeyRing
+
+    ring = KeyRing(path)
+    if ring.error:
+        return False
+    principal = ring.authenticate(f"Bearer {settings.key}")
+    return principal is not None and principal.allows(scope)
+
+
 def local_recall(stores: LocalStores, scope: Scope, query: str, **options: Any) -> dict[str, Any]:
     """Names-only recall read directly from the graph store (no model, no vector store): what
     answers when no server does. Loads the recall service (seconds on a cold start)."""
@@ -407,9 +434,11 @@ def recall(
             if own:
                 api.close()
     options.pop("timeout", None)
+    stores = stores or LocalStores.from_env()
+    if not local_grant_allows(scope, settings, stores):
+        raise ApiError(404, "tenant_not_found", "tenant not found")
     if local is not None:
         return RecallResult(local(scope, query, **options), "local", note)
-    stores = stores or LocalStores.from_env()
     if stores is None:
         raise ApiUnreachable("connect", f"{note}; and no local data directory (MEMFLOW_DATA_DIR)")
     return RecallResult(local_recall(stores, scope, query, **options), "local", note)

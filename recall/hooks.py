@@ -138,6 +138,7 @@ def _recall(
         ClientSettings,
         LocalStores,
         MemflowClient,
+        local_grant_allows,
         local_recall,
     )
 
@@ -157,6 +158,8 @@ def _recall(
     stores = LocalStores.from_env(env, require_absolute=True)
     if stores is None:
         raise Quiet(f"{note}, and MEMFLOW_DATA_DIR is not an absolute path")
+    if not local_grant_allows(scope, settings, stores, env):
+        raise Quiet("the key does not cover the working repository")
     try:
         answer = local_recall(stores, scope, query, limit=limit)
     except (OSError, ValueError) as exc:

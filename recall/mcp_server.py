@@ -81,6 +81,7 @@ from recall.client import (
     ClientSettings,
     LocalStores,
     MemflowClient,
+    local_grant_allows,
 )
 from recall.context import format_context
 from resources.scope import Scope, ScopeError
@@ -275,6 +276,10 @@ class _LocalMemory:
             return writer.write(scope, turns, check).name
         except LineTooLong as exc:
             raise MemoryToolError("payload_too_large", str(exc)) from None
+        except (orjson.JSONEncodeError, TypeError):
+            raise MemoryToolError(
+                "invalid_request", "a turn cannot be written as JSON (nesting or numbers)"
+            ) from None
 
 
 def _turn_context(scope: Scope, session_id: str, client: str) -> Any:
@@ -401,6 +406,7 @@ class Memory:
             note = "no memflow API key is configured"
         if self.local is None:
             raise MemoryToolError("unavailable", f"{note or 'no backend'}; no local stores either")
+        self._check_fallback(scope)
         if note and call == "recall":
             kw["ranking"] = "lexical"
         return getattr(self.local, call)(scope, *args, **kw), note
@@ -418,7 +424,13 @@ class Memory:
             raise MemoryToolError(
                 "unavailable", "the memflow API is unreachable; nothing was saved"
             )
+        self._check_fallback(scope)
         return getattr(self.local, call)(scope, *args), note
+
+    def _check_fallback(self, scope: Scope) -> None:
+        """Over stdio, the local fallback honours the key as the API would (when it can)."""
+        if not self.http and not local_grant_allows(scope, self.settings.api, self.settings.stores):
+            raise _not_found()
 
     def recall_context(
         self, ctx: Context | None, question: str, as_of: datetime | None, limit: int

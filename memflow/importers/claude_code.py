@@ -164,6 +164,9 @@ def _record_turns(
         return
     texts: list[str] = []
     tools: list[Turn] = []
+    if len(blocks) > limits.blocks_per_record:
+        skipped["blocks_over_cap"] += len(blocks) - limits.blocks_per_record
+        blocks = blocks[: limits.blocks_per_record]
     for i, block in enumerate(blocks):
         if not isinstance(block, dict):
             skipped["unknown_block"] += 1

@@ -133,6 +133,7 @@ class Limits:
     tool_result_chars: int = 1_000
     tool_value_chars: int = 200
     tool_input_values: int = 12
+    blocks_per_record: int = 256  # content blocks of one message read; the rest are counted
     triples_per_call: int = 500
     triple_value_chars: int = 1_000
     redact_window_chars: int = 65_536
@@ -440,6 +441,9 @@ def collect_files(
     seen: set[str] = set()
     for raw in paths:
         path = Path(raw).expanduser()
+        if path.is_symlink():
+            report.problem(path, None, "symlink", "symlinks are not followed")
+            continue
         if path.is_file():
             found = [path]
         elif path.is_dir():

@@ -175,7 +175,8 @@ def find_repository(start: str) -> tuple[str | None, str | None]:
 
 
 def _gitdir_of(dot_git_file: Path) -> Path:
-    text = dot_git_file.read_text("utf-8", errors="replace")[:4096]
+    with dot_git_file.open("rb") as fh:
+        text = fh.read(4096).decode("utf-8", errors="replace")
     for line in text.splitlines():
         if line.startswith("gitdir:"):
             target = Path(line[len("gitdir:") :].strip())
@@ -187,7 +188,8 @@ def _common_dir(gitdir: Path) -> Path:
     """A worktree's gitdir names the shared directory (which holds `config`) in `commondir`."""
     marker = gitdir / "commondir"
     if marker.is_file():
-        target = Path(marker.read_text("utf-8", errors="replace").strip())
+        with marker.open("rb") as fh:
+            target = Path(fh.read(4096).decode("utf-8", errors="replace").strip())
         return target if target.is_absolute() else (gitdir / target)
     return gitdir
 
@@ -195,6 +197,8 @@ def _common_dir(gitdir: Path) -> Path:
 def _remote_url(gitdir: Path) -> str | None:
     config = gitdir / "config"
     try:
+        if not config.is_file():  # never open a FIFO or a device a crafted repo puts here
+            return None
         with config.open("rb") as fh:
             text = fh.read(_MAX_CONFIG_BYTES).decode("utf-8", errors="replace")
     except OSError:

@@ -181,7 +181,10 @@ def test_recall_falls_back_only_when_no_server_answers(memory: Memory, closed_ur
     )
     assert up.source == "server" and up.note is None
     down = recall(
-        PAYMENTS, "payments-service", settings=ClientSettings(closed_url, "k"), stores=stores
+        PAYMENTS,
+        "payments-service",
+        settings=ClientSettings(closed_url, memory.keys["acme_payments"]),
+        stores=stores,
     )
     assert down.source == "local" and "unreachable" in (down.note or "")
     assert down.answer["mode"] == "names"
@@ -196,10 +199,29 @@ def test_recall_falls_back_only_when_no_server_answers(memory: Memory, closed_ur
         )
 
 
+def test_the_fallback_honours_the_key_when_the_keys_file_is_readable(
+    memory: Memory, closed_url: str
+) -> None:
+    stores = LocalStores(str(memory.data_dir))  # holds api-keys.json
+    acme = ClientSettings(closed_url, memory.keys["acme_payments"])
+    with pytest.raises(ApiError) as e:
+        recall(LAB, "Project Nightjar", settings=acme, stores=stores)
+    assert e.value.code == "tenant_not_found"
+    with pytest.raises(ApiError):
+        recall(PAYMENTS, "x", settings=ClientSettings(closed_url, "mf_unknown"), stores=stores)
+    # no key: the local user reads what the data directory holds
+    assert recall(
+        LAB, "Project Nightjar", settings=ClientSettings(closed_url), stores=stores
+    ).answer
+
+
 def test_local_recall_reads_only_the_asked_scope(memory: Memory, closed_url: str) -> None:
     stores = LocalStores(str(memory.data_dir))
     result = recall(
-        PAYMENTS, "Project Nightjar ledger", settings=ClientSettings(closed_url, "k"), stores=stores
+        PAYMENTS,
+        "Project Nightjar ledger",
+        settings=ClientSettings(closed_url, memory.keys["acme_payments"]),
+        stores=stores,
     )
     text = str(result.answer)
     assert not any(name in text for name in PRIVATE["globex/secret-lab"])

@@ -104,6 +104,15 @@ def test_no_server_falls_back_to_local_names(
     assert (done.returncode, done.stdout) == (0, b"")
 
 
+def test_the_local_fallback_honours_the_key(
+    memory: Memory, tmp_path: Path, closed_url: str
+) -> None:
+    env = memory.env(MEMFLOW_TENANT="globex/secret-lab", MEMFLOW_API_URL=closed_url)
+    done, _ = hook("session-start", start_payload(tmp_path), env, "--budget", "20")
+    assert (done.returncode, done.stdout) == (0, b"")
+    assert b"does not cover" in done.stderr
+
+
 def test_a_hanging_server_never_blocks_the_agent(
     memory: Memory, tmp_path: Path, hanging_url: str
 ) -> None:

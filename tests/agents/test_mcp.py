@@ -175,6 +175,17 @@ def test_stdio_unreachable_api_answers_by_names_from_local_stores(
     assert turn["tool_name"] == "upsert_graph_triples" and turn["org"] == "acme"
 
 
+def test_stdio_fallback_still_refuses_a_scope_the_key_does_not_cover(
+    memory: Memory, closed_url: str
+) -> None:
+    async def session(c: Client) -> None:
+        r = await c.call_tool("recall_context", {"question": "what is Project Nightjar?"})
+        assert r.is_error and "tenant_not_found" in text(r)
+        assert "quantum" not in text(r)
+
+    run(stdio(memory, ["--tenant", "globex/secret-lab"], MEMFLOW_API_URL=closed_url), session)
+
+
 # -- HTTP ----------------------------------------------------------------------------------
 
 

@@ -93,3 +93,12 @@ def test_a_repository_without_remote_uses_its_top_directory(tmp_path: Path) -> N
     assert TenantMapper(default_org="me").choose(str(top / "a" / "b")).scope == Scope(
         "me", "my-service"
     )
+
+
+def test_a_fifo_for_a_git_config_is_never_opened(tmp_path: Path) -> None:
+    import os
+
+    top = tmp_path / "trap"
+    (top / ".git").mkdir(parents=True)
+    os.mkfifo(top / ".git" / "config")
+    assert TenantMapper(default_org="me").choose(str(top)).scope == Scope("me", "trap")

@@ -357,6 +357,15 @@ def test_huge_tool_results_and_texts_are_bounded(tmp_path: Path) -> None:
     assert len(text["content"]) <= limits.text_chars
 
 
+def test_a_message_with_too_many_blocks_is_capped(tmp_path: Path) -> None:
+    blocks = [{"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "ls"}}
+              for i in range(1000)]  # fmt: skip
+    src = write_jsonl(tmp_path / "s.jsonl", [claude_record(1, blocks, role="assistant")])
+    landing = tmp_path / "landing"
+    report = import_claude_code([src], settings(landing, limits=Limits(blocks_per_record=50)))
+    assert report.turns_written == 50 and report.skipped["blocks_over_cap"] == 950
+
+
 def test_a_line_over_the_read_bound_is_reported_and_skipped(tmp_path: Path) -> None:
     src = write_jsonl(tmp_path / "s.jsonl", [claude_record(1, "y" * 5000), claude_record(2, "ok")])
     landing = tmp_path / "landing"
@@ -414,9 +423,19 @@ def test_concurrent_imports_of_one_session_land_each_turn_once(tmp_path: Path) -
     assert len(ids) == len(set(ids)) == 39
 
 
-def test_missing_paths_are_reported(tmp_path: Path) -> None:
-    report = import_codex([tmp_path / "nope"], settings(tmp_path))
-    assert [p.reason for p in report.errors] == ["not_found"]
+def test_missing_paths_and_symlinks_are_reported(tmp_path: Path) -> None:
+    (tmp_path / "link.jsonl").symlink_to(
+        CLAUDE / "claude-code-log" / "dag_compact_after_rewind.jsonl"
+    )
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "inner.jsonl").symlink_to(tmp_path / "link.jsonl")
+    landing = tmp_path / "landing"
+    report = import_claude_code(
+        [tmp_path / "nope", tmp_path / "link.jsonl", folder], settings(landing)
+    )
+    assert [p.reason for p in report.errors] == ["not_found", "symlink"]
+    assert report.files == 0 and not landing.exists()
 
 
 @pytest.mark.parametrize(
