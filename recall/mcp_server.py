@@ -420,6 +420,8 @@ class Memory:
                 note = f"the memflow API is unreachable ({exc.kind}); landed locally"
             except ApiError as exc:
                 raise MemoryToolError(exc.code, exc.message, exc.details) from None
+        elif not self.http:
+            note = "no memflow API key is configured; landed locally"
         if self.local is None or self.local.landing_dir is None:
             raise MemoryToolError(
                 "unavailable", "the memflow API is unreachable; nothing was saved"
@@ -552,6 +554,10 @@ def _compact_fact(f: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _tool(fn: Callable[[], Any]) -> Any:
+    from recall.models import RecallError
+    from resources.graph.base import GraphStoreError
+    from resources.vector.base import VectorStoreError
+
     try:
         return fn()
     except MemoryToolError as exc:
@@ -559,6 +565,11 @@ def _tool(fn: Callable[[], Any]) -> Any:
         raise ToolError(f"{exc.code}: {exc.message}{detail}") from None
     except ApiError as exc:  # a server error surfacing from a backend
         raise ToolError(f"{exc.code}: {exc.message}") from None
+    except RecallError as exc:
+        raise ToolError(f"{exc.code}: {exc}") from None
+    except (GraphStoreError, VectorStoreError):
+        log.warning("store unavailable during a tool call")
+        raise ToolError("store_unavailable: a store is unavailable; retry later") from None
 
 
 def build_server(memory: Memory) -> MCPServer:

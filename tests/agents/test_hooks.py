@@ -20,6 +20,7 @@ from tests.agents.conftest import PRIVATE, PYTHON, ROOT, Memory
 SAMPLES = ROOT / "tests" / "fixtures" / "transcripts"
 CLAUDE_SAMPLE = SAMPLES / "claude-code/codemie-code/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl"
 CODEX_SAMPLE = SAMPLES / "codex/codemie-code/rollout-turn-2.jsonl"
+pytestmark = pytest.mark.slow  # hook processes against real servers
 
 
 def hook(

@@ -23,6 +23,7 @@ from recall.service import RecallService
 from resources.graph.sqlite import SqliteGraphStore
 from tests.agents.conftest import PRIVATE, PYTHON, ROOT, Memory, serve_in_thread
 
+pytestmark = pytest.mark.slow  # MCP server processes and servers
 TOOLS = {
     "recall_context",
     "search_graph_nodes",
