@@ -64,7 +64,7 @@ from typing import Any
 
 import orjson
 
-from memflow.importers.tenant import TenantMapper
+from memflow.importers.tenant import TenantMapper, scope_of
 from memflow.landing import JSONL_SUFFIX, MAX_LINE_BYTES, UPSERT_TOOL, read_landing_file
 from resources.scope import Scope
 from schemas.redaction import redact, redact_json
@@ -527,7 +527,10 @@ class LandingSink:
         key = (session.cwd, session.remote_url)
         scope = self._scopes.get(key)
         if scope is None:
-            scope = self.settings.tenants.choose(session.cwd, session.remote_url).scope
+            chosen = self.settings.tenants.choose(session.cwd, session.remote_url).scope
+            # a path or remote holding a secret must not carry it into names and directories
+            org, repo = redact(chosen.tenant_id) or "", redact(chosen.ns) or ""
+            scope = chosen if (org, repo) == (chosen.tenant_id, chosen.ns) else scope_of(org, repo)
             self._scopes[key] = scope
         return scope
 
@@ -604,7 +607,7 @@ def _line(scope: Scope, session_id: str, turn_id: str, client: str, turn: Turn) 
         "client": client,
     }
     if turn.tool_name is not None:
-        record["tool_name"] = turn.tool_name
+        record["tool_name"] = redact(turn.tool_name)
     if turn.tool_input is not None:
         record["tool_input"] = turn.tool_input
     return orjson.dumps(record)

@@ -298,6 +298,23 @@ def test_secrets_in_every_field_never_land(tmp_path: Path) -> None:
     assert not any(SECRET_GH in str(p) for p in landing.rglob("*"))
 
 
+def test_secrets_in_paths_tool_names_and_remotes_never_land(tmp_path: Path) -> None:
+    repo = tmp_path / f"work-{SECRET_GH}"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "config").write_text(f'[remote "origin"]\n url = https://h/{SECRET_GH}/x\n')
+    src = write_jsonl(
+        tmp_path / "s.jsonl",
+        [claude_record(1, [{"type": "tool_use", "id": "t", "name": f"mcp__{SECRET_GH}__do",
+                            "input": {}}], role="assistant", cwd=str(repo))],
+    )  # fmt: skip
+    landing = tmp_path / "landing"
+    report = import_claude_code([src], settings(landing))
+    assert report.turns_written == 1
+    assert not any(SECRET_GH in str(p) for p in landing.rglob("*"))
+    raw = "".join(p.read_text() for p in landing.rglob("*") if p.is_file())
+    assert SECRET_GH not in raw and "REDACTED" in raw
+
+
 def test_malformed_records_are_reported_with_file_and_line(tmp_path: Path) -> None:
     src = write_jsonl(
         tmp_path / "s.jsonl",
