@@ -267,8 +267,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
 
     out, why = _run_within(max(0.0, deadline - time.monotonic()), work)
     if out:
-        sys.stdout.write(out + "\n")
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(out + "\n")
+            sys.stdout.flush()
+        except (OSError, ValueError):  # the agent stopped reading: nothing more to do
+            why = "stdout is closed"
     elif why and args.verbose:
         print(f"memflow hook {args.event}: nothing printed ({why})", file=sys.stderr)
     if why and why.startswith("over the budget"):
