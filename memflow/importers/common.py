@@ -14,8 +14,8 @@ the new turns. ``<session>`` is the session id when it is a plain id, else a has
 (`memflow.landing.read_landing_file`; a reject means nothing lands). Every line is built from
 values already checked (a valid scope, a zoned timestamp, a known role, string ids), so the
 check is off by default: it costs about 1 ms a file, more than parsing and redacting a session.
-Concurrent imports of one session (two hooks at once) are serialised by a lock file
-``.<client>-<session>-.lock`` in the same directory (dot files are ignored by the pipeline).
+Concurrent imports into one tenant directory (two hooks at once) are serialised by a lock file,
+``.memflow-import.lock`` in that directory (dot files are ignored by the pipeline).
 
 Files are not fsynced by default (``ImportSettings.durable``): the transcript stays the source, and
 the ledger of landed turns is the landing files themselves, so a file lost or cut short by a
@@ -72,9 +72,12 @@ from schemas.redaction import redact, redact_json
 RESULT_SUFFIX = ":result"
 MAX_PROBLEMS_KEPT = 1_000
 LOCK_TIMEOUT_S = 20.0
+LOCK_NAME = ".memflow-import.lock"  # one per tenant directory; dot files are not landing files
 _BOM = b"\xef\xbb\xbf"
 _PLAIN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_TOKEN_END = re.compile(r"[\s\"',:;=(){}\[\]<>\\|]")
+_BOUNDARY = frozenset(" \t\r\n\f\v\"',:;=(){}[]<>\\|")
+_BOUNDARY_LOOKBACK = 512
+_VALUE_WINDOW = 4096  # of a tool argument, redacted before it is clipped
 _TRIPLE_KEYS = (
     "subject",
     "predicate",
@@ -288,16 +291,18 @@ def parse_ts(value: Any) -> str | None:
 
 
 def clip(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` characters at a token boundary (a secret is never cut in
-    two), with a note of how much was cut."""
+    """`text` cut to at most `limit` characters, at a token boundary when one lies in the last
+    512 characters, with a note of how much was cut. Callers redact first (`redacted`): a cut
+    never has to keep a secret recognisable."""
     if len(text) <= limit:
         return text
     note = f" [... {len(text) - limit} more characters clipped]"
     head = text[: max(0, limit - len(note))]
-    end = 0
-    for m in _TOKEN_END.finditer(head):
-        end = m.start()
-    return head[:end].rstrip() + note
+    end = len(head)
+    stop = max(0, end - _BOUNDARY_LOOKBACK)
+    while end > stop and head[end - 1] not in _BOUNDARY:
+        end -= 1
+    return (head[:end] if end > stop else head).rstrip() + note
 
 
 def redacted(text: str, limit: int, window: int) -> str:
@@ -325,9 +330,9 @@ def _scalar(value: Any, limits: Limits) -> Any:
     if isinstance(value, bool) or value is None or isinstance(value, int | float):
         return value
     if isinstance(value, str):
-        return clip(value, limits.tool_value_chars)
+        return redacted(value, limits.tool_value_chars, _VALUE_WINDOW)
     if isinstance(value, list) and all(isinstance(v, str) for v in value[:32]):
-        return clip(" ".join(value[:32]), limits.tool_value_chars)  # argv
+        return redacted(" ".join(value[:32]), limits.tool_value_chars, _VALUE_WINDOW)  # argv
     return f"[{type(value).__name__} omitted]"
 
 
@@ -545,7 +550,7 @@ class LandingSink:
         directory = self.settings.landing_dir / scope.tenant_id / scope.ns
         directory.mkdir(parents=True, exist_ok=True)
         prefix = f"{client}-{file_key(session_id)}-"
-        with _locked(directory / f".{prefix}.lock"):
+        with _locked(directory / LOCK_NAME):
             landed = _landed_turn_ids(directory, prefix)
             lines: list[bytes] = []
             for turn in session.turns:
