@@ -391,7 +391,7 @@ def _install_routes(app: FastAPI, api: Api) -> None:
             model="explicit",
             source="explicit",
         )
-        cleaned, rejects = _check_triples(body.triples, ctx)
+        cleaned, rejects = check_triples(body.triples, ctx)
         if rejects:
             raise ApiError(
                 422,
@@ -419,7 +419,7 @@ def _install_routes(app: FastAPI, api: Api) -> None:
             session_id=ctx.session_id,
             turn_id=ctx.turn_id,
             landing_file=landed.name,
-            triples=[_accepted(i, scope, row) for i, row in enumerate(rows)],
+            triples=[accepted_triple(i, scope, row) for i, row in enumerate(rows)],
         )
         return _json(accepted, 202)
 
@@ -471,7 +471,7 @@ def _install_routes(app: FastAPI, api: Api) -> None:
         return Response(api.metrics.render(), media_type=CONTENT_TYPE)
 
 
-def _check_triples(
+def check_triples(
     items: Sequence[Any], ctx: TurnContext
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(landable items, rejects with index/reason/detail). Each item goes through the
@@ -503,7 +503,7 @@ def _landable(row: Mapping[str, Any]) -> dict[str, Any]:
     return item
 
 
-def _accepted(index: int, scope: Scope, row: Mapping[str, Any]) -> TripleAccepted:
+def accepted_triple(index: int, scope: Scope, row: Mapping[str, Any]) -> TripleAccepted:
     s_id = ids.entity_id(scope.tenant_id, scope.ns, ids.norm_key(row["subject"]))
     o_id = ids.entity_id(scope.tenant_id, scope.ns, ids.norm_key(row["object"]))
     return TripleAccepted(

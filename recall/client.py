@@ -25,7 +25,7 @@ broken response); `ApiError` when the server answered with an error (its ``code`
 `ApiUnreachable` falls back to in-process recall: a server that says no (a foreign tenant, a bad
 key) is never worked around by reading the stores directly.
 
-Answers are the API's JSON as plain dicts (`recall.models` describes them). The transport is the
+Answers are the API's JSON as plain dicts (`recall.answers` describes them). The transport is the
 standard library's ``http.client`` (keep-alive, one connection per thread), not httpx: measured
 here, a hook process that imports httpx and builds a client spends about 90 ms importing it and
 50 ms loading the CA bundle before its first byte (p50 of a whole hook 301 ms against 144 ms on
@@ -48,7 +48,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from resources.scope import Scope
+from schemas.scope import Scope
 
 URL_SETTING = "MEMFLOW_API_URL"
 KEY_SETTING = "MEMFLOW_API_KEY"

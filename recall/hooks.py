@@ -105,7 +105,7 @@ def session_start(
     """The hook's stdout: recalled facts for the working repository, or `Quiet`."""
     from memflow.importers.tenant import TenantMapper
     from recall.context import format_context
-    from resources.scope import Scope, ScopeError
+    from schemas.scope import Scope, ScopeError
 
     try:
         spelled = tenant or (env.get("MEMFLOW_TENANT") or "").strip()

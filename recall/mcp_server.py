@@ -67,13 +67,6 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from recall.api_models import (
-    MAX_CONTENT_CHARS,
-    MAX_ENTITY_IDS,
-    MAX_TRIPLES,
-    MAX_TURNS,
-    TripleItem,
-)
 from recall.auth import KeyRing, Principal
 from recall.client import (
     ApiError,
@@ -84,7 +77,14 @@ from recall.client import (
     local_grant_allows,
 )
 from recall.context import format_context
-from resources.scope import Scope, ScopeError
+from recall.requests import (
+    MAX_CONTENT_CHARS,
+    MAX_ENTITY_IDS,
+    MAX_TRIPLES,
+    MAX_TURNS,
+    TripleItem,
+)
+from schemas.scope import Scope, ScopeError
 
 log = logging.getLogger("memflow.mcp")
 
@@ -223,8 +223,8 @@ class _LocalMemory:
     def save_triples(
         self, scope: Scope, items: list[dict[str, Any]], session_id: str, client: str
     ) -> dict[str, Any]:
-        from recall.api import _accepted
-        from recall.landing_writer import explicit_turn
+        from memflow.landing_writer import explicit_turn
+        from recall.api import accepted_triple
         from schemas.triples import items_to_triples
 
         ctx = _turn_context(scope, session_id, client)
@@ -241,7 +241,7 @@ class _LocalMemory:
             "session_id": ctx.session_id,
             "turn_id": ctx.turn_id,
             "landing_file": landed,
-            "triples": [_accepted(i, scope, row).model_dump() for i, row in enumerate(rows)],
+            "triples": [accepted_triple(i, scope, row).model_dump() for i, row in enumerate(rows)],
         }
 
     def save_turns(self, scope: Scope, turns: list[dict[str, Any]]) -> dict[str, Any]:
@@ -253,7 +253,7 @@ class _LocalMemory:
 
     def _land(self, scope: Scope, turns: list[dict[str, Any]]) -> str:
         from memflow.landing import read_landing_file
-        from recall.landing_writer import LandingWriter, LineTooLong
+        from memflow.landing_writer import LandingWriter, LineTooLong
 
         if self.landing_dir is None:
             raise MemoryToolError(
@@ -469,11 +469,11 @@ class Memory:
         return _with(out, answer, note)
 
     def upsert_graph_triples(self, ctx: Context | None, triples: list[Any]) -> dict[str, Any]:
-        from recall.api import _check_triples  # the API's own per-item contract check
+        from recall.api import check_triples  # the API's own per-item contract check
 
         scope = self.scope_for(ctx)
         settings = self.settings
-        cleaned, rejects = _check_triples(
+        cleaned, rejects = check_triples(
             triples, _turn_context(scope, settings.session_id, settings.client)
         )
         rejected = {r["index"] for r in rejects}
@@ -554,7 +554,7 @@ def _compact_fact(f: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _tool(fn: Callable[[], Any]) -> Any:
-    from recall.models import RecallError
+    from recall.answers import RecallError
     from resources.graph.base import GraphStoreError
     from resources.vector.base import VectorStoreError
 

@@ -66,8 +66,8 @@ import orjson
 
 from memflow.importers.tenant import TenantMapper, scope_of
 from memflow.landing import JSONL_SUFFIX, MAX_LINE_BYTES, UPSERT_TOOL, read_landing_file
-from resources.scope import Scope
 from schemas.redaction import redact, redact_json
+from schemas.scope import Scope
 
 RESULT_SUFFIX = ":result"
 MAX_PROBLEMS_KEPT = 1_000

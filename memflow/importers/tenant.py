@@ -16,7 +16,7 @@ Rules, first match wins:
 3. ``MEMFLOW_DEFAULT_ORG`` (default ``local``) and the name of the repository's top directory
    (or of the working directory when it is in no repository).
 
-Names are then made valid `resources.scope.Scope` parts: characters outside ``[A-Za-z0-9._-]``
+Names are then made valid `schemas.scope.Scope` parts: characters outside ``[A-Za-z0-9._-]``
 become ``-``, a leading ``.``/``_``/``-`` is dropped, ``..`` becomes ``.``, at most 100 characters,
 ``unknown`` when nothing is left. Settings are read when `TenantMapper.from_env` is called, never
 at import. Standard library only (a hook imports this on its fast path).
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-from resources.scope import Scope, ScopeError
+from schemas.scope import Scope, ScopeError
 
 MAP_SETTING = "MEMFLOW_TENANT_MAP"
 DEFAULT_ORG_SETTING = "MEMFLOW_DEFAULT_ORG"

@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 import uvicorn
 
-from memflow.netutil import free_port
+from bench.netutil import free_port
 from recall.api import create_app
 from recall.auth import KeyRing, add_key
 from recall.service import RecallService
 from resources.graph.sqlite import SqliteGraphStore
-from resources.records import EntityRecord, FactRecord
-from resources.scope import Scope
 from schemas import ids
+from schemas.records import EntityRecord, FactRecord
+from schemas.scope import Scope
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2025, 6, 1, tzinfo=UTC)

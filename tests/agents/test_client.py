@@ -18,7 +18,7 @@ from recall.client import (
     MemflowClient,
     recall,
 )
-from resources.scope import Scope
+from schemas.scope import Scope
 from tests.agents.conftest import PRIVATE, Memory
 
 PAYMENTS = Scope("acme", "payments")

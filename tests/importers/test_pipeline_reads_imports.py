@@ -7,16 +7,22 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from assets.turns import read_tenant_day
+from memflow import landing as landing_zone
 from memflow.importers.claude_code import import_claude_code
 from memflow.importers.codex import import_codex
 from memflow.importers.common import ImportSettings
 from memflow.importers.tenant import TenantMapper, parse_map
-from resources.configurable import MemflowPaths
-from resources.scope import Scope
+from memflow.turns import TurnTables, ingest_turns
+from schemas.scope import Scope
 from schemas.triples import TurnContext, items_to_triples
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
+
+
+def ingest(landing: Path, scope: Scope):
+    """The raw_turns stage on everything landed for the tenant."""
+    files = landing_zone.discover(landing).get(scope, [])
+    return ingest_turns(landing, scope, files, TurnTables.empty(), datetime.now(UTC))
 
 
 def test_imported_sessions_pass_raw_turns_and_their_triples_the_contract(tmp_path: Path) -> None:
@@ -38,10 +44,10 @@ def test_imported_sessions_pass_raw_turns_and_their_triples_the_contract(tmp_pat
     settings = ImportSettings(landing, TenantMapper(parse_map("/work/pay=acme/payments")))
     assert import_claude_code([src], settings).turns_written == 2
     scope = Scope("acme", "payments")
-    paths = MemflowPaths(landing_dir=str(landing), data_dir=str(tmp_path / "data"))
-    turns, rejects, stats = read_tenant_day(paths, scope, "2026-03-01")
+    update = ingest(landing, scope)
+    turns, rejects = update.tables.turns, update.tables.rejects
     assert rejects.height == 0 and turns.height == 2
-    assert stats["redactions"] == 0  # already redacted before it landed
+    assert update.redactions == 0  # already redacted before it landed
     call = turns.filter(turns["tool_name"] == "upsert_graph_triples").row(0, named=True)
     ctx = TurnContext(
         tenant_id="acme", ns="payments", day="2026-03-01", session_id="s1", turn_id=call["turn_id"],
@@ -60,17 +66,9 @@ def test_every_public_sample_passes_raw_turns(tmp_path: Path) -> None:
     settings = ImportSettings(landing, TenantMapper(default_org="local"))
     written = import_claude_code([FIXTURES / "claude-code"], settings).turns_written
     written += import_codex([FIXTURES / "codex"], settings).turns_written
-    paths = MemflowPaths(landing_dir=str(landing), data_dir=str(tmp_path / "data"))
     seen = 0
-    for org in landing.iterdir():
-        for repo in org.iterdir():
-            days = {
-                json.loads(line)["ts"][:10]
-                for f in repo.glob("*.jsonl")
-                for line in f.read_text().splitlines()
-            }
-            for day in sorted(days):
-                turns, rejects, _ = read_tenant_day(paths, Scope(org.name, repo.name), day)
-                assert rejects.height == 0, rejects.to_dicts()
-                seen += turns.height
+    for scope in landing_zone.discover(landing):
+        tables = ingest(landing, scope).tables
+        assert tables.rejects.height == 0, tables.rejects.to_dicts()
+        seen += tables.turns.height
     assert seen == written > 50

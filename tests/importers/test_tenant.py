@@ -13,7 +13,7 @@ from memflow.importers.tenant import (
     remote_parts,
     sanitize_part,
 )
-from resources.scope import Scope
+from schemas.scope import Scope
 
 
 @pytest.mark.parametrize(
