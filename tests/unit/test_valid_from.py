@@ -122,7 +122,7 @@ def test_warnings_are_counted_apart_from_rejects_through_extraction_and_facts() 
     by_object = dict(zip(report.triples["object"], report.triples["valid_from"], strict=True))
     assert by_object == {"b": datetime(2023, 5, 8, tzinfo=UTC), "c": TS}
     built = build_facts(Scope("acme", "api"), report.triples)
-    assert built.facts.height == 2
+    assert built.facts.height == 2 and built.balanced
     FactContract.validate(built.facts)
 
 
