@@ -154,12 +154,17 @@ def _record(raw: str | bytes) -> str:
     return _clip(redact(text) or "")
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def _id(value: str) -> str:
     """The one way an id-like field (session_id, turn_id, client, a file name) leaves this
     module: with any secret replaced (`schemas.redaction.redact_id`, which keeps ids unique),
     where the redaction module has it."""
-    return _redact_id(value) if _redact_id is not None else value
+    return value if _redact_id is None else _redacted_id(value)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _redacted_id(value: str) -> str:
+    assert _redact_id is not None
+    return _redact_id(value)
 
 
 def _text(name: str) -> str:
@@ -640,6 +645,7 @@ class _Collector:
         self.source_file = source_file
         self.window = window
         self.now_us = now_us
+        self.bounds = (window.start_us, window.end_us(now_us))
         self.records = 0
         self.rows: list[tuple[Any, ...]] = []  # _ROW_FIELDS
         self.rejects: dict[str, list[Any]] = {c: [] for c in REJECT_COLUMNS if c not in _CONSTANT}
@@ -649,7 +655,7 @@ class _Collector:
     ) -> None:
         self.records += 1
         try:
-            row = _check(obj, self.scope, from_struct, line_no, self.window, self.now_us)
+            row = _check(obj, self.scope, from_struct, line_no, self)
         except _Reject as rej:
             self.reject(line_no, rej.reason, rej.detail, raw, obj)
             return
@@ -733,16 +739,17 @@ def _row_json(obj: Any) -> str:
 
 
 def _check(
-    obj: Any, scope: Scope, from_struct: bool, line_no: int, window: TimeWindow, now_us: int
+    obj: Any, scope: Scope, from_struct: bool, line_no: int, out: _Collector
 ) -> tuple[Any, ...]:
     """Validate one decoded record; returns the `_ROW_FIELDS` values or raises `_Reject`."""
     if not _plainly_valid(obj, scope):
         _diagnose(obj, scope)
     content = obj["content"]
     ts = _epoch_us(obj["ts"])
-    problem = window.check_us(ts, now_us)
-    if problem is not None:
-        raise _Reject(problem.reason, problem.detail)
+    if not out.bounds[0] <= ts <= out.bounds[1]:
+        problem = out.window.check_us(ts, out.now_us)
+        if problem is not None:
+            raise _Reject(problem.reason, problem.detail)
     tool_name = obj.get("tool_name")
     tool_input = obj.get("tool_input")
     tool_json = None
@@ -823,8 +830,8 @@ def _epoch_us(value: str | datetime | _Instant) -> int:
             )
         return value.us
     if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
+        try:  # RFC 3339 allows a lower-case t and z; Python's parser only the upper case
+            value = datetime.fromisoformat(value if value.isupper() else value.upper())
         except ValueError as exc:
             raise _Reject("bad_timestamp", "'ts' is not an ISO-8601 timestamp") from exc
     if value.tzinfo is None or value.utcoffset() is None:
@@ -1134,6 +1141,9 @@ def split_duplicates(
     ingested = set(
         ingested_keys.to_list() if isinstance(ingested_keys, pl.Series) else ingested_keys
     )
+    keys = turns["turn_key"]
+    if not keys.is_duplicated().any() and not (ingested and keys.is_in(list(ingested)).any()):
+        return turns, pl.DataFrame(schema=REJECT_COLUMNS)  # the common case: nothing to drop
     ordered = turns.with_row_index("_i").sort("ts", "source_file", "line_no", "_i")
     first: dict[str, tuple[str, int]] = {}
     dropped: list[int] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal, NamedTuple, get_args
 
@@ -100,6 +100,8 @@ class TimeWindow:
 
     start: datetime = _DEFAULT_START
     future_tolerance: timedelta = timedelta(hours=DEFAULT_FUTURE_TOLERANCE_HOURS)
+    start_us: int = field(init=False, repr=False, compare=False)  # microseconds since 1970
+    tolerance_us: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.start.tzinfo is None or self.start.utcoffset() is None:
@@ -110,6 +112,8 @@ class TimeWindow:
         if self.future_tolerance < timedelta(0):
             raise ValueError("the future tolerance cannot be negative")
         object.__setattr__(self, "start", self.start.astimezone(UTC))
+        object.__setattr__(self, "start_us", start_us)
+        object.__setattr__(self, "tolerance_us", self.future_tolerance // _US)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> TimeWindow:
@@ -136,13 +140,13 @@ class TimeWindow:
         except ValueError as exc:
             raise ValueError(f"{HISTORY_START_SETTING}={start_text!r}: {exc}") from None
 
-    @property
-    def start_us(self) -> int:
-        return (self.start - EPOCH) // _US
-
     def end(self, now: datetime) -> datetime:
         """The latest instant accepted at `now`."""
         return now.astimezone(UTC) + self.future_tolerance
+
+    def end_us(self, now_us: int) -> int:
+        """The latest instant accepted at `now_us` (never past what Python can hold)."""
+        return min(now_us + self.tolerance_us, MAX_EPOCH_US)
 
     def check(self, ts: datetime, now: datetime | None = None) -> TimeProblem | None:
         """None when `ts` (aware) lies in the window at `now` (default: the current time)."""
@@ -159,8 +163,7 @@ class TimeWindow:
                 f"'ts' is before the start of history {self.start.isoformat()} "
                 f"(setting {HISTORY_START_SETTING}); set it earlier to ingest older turns",
             )
-        end_us = now_us + self.future_tolerance // _US
-        if ts_us > min(end_us, MAX_EPOCH_US):
+        if ts_us > self.end_us(now_us):
             hours = self.future_tolerance / timedelta(hours=1)
             return TimeProblem(
                 Reason.TS_IN_FUTURE,

@@ -555,7 +555,7 @@ def test_f8_every_id_field_goes_through_the_one_id_function(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(landing, "_redact_id", lambda v: f"ID({v})")
-    landing._id.cache_clear()
+    landing._redacted_id.cache_clear()
     try:
         root = tmp_path / "landing"
         land(root, "AKIA.jsonl", [turn(1), turn(2, role="system")])
@@ -578,7 +578,7 @@ def test_f8_every_id_field_goes_through_the_one_id_function(
         (root / "acme" / "r" / "AKIA-link.jsonl").symlink_to(root / "acme/r/AKIA.jsonl")
         assert [p.path for p in discover(root).problems] == ["ID(acme/r/AKIA-link.jsonl)"]
     finally:
-        landing._id.cache_clear()
+        landing._redacted_id.cache_clear()
 
 
 # ---------------------------------------------------------------------------- accounting
