@@ -49,7 +49,14 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memflow.landing import read_landing_file
-from memflow.landing_writer import Landed, LandingWriter, LineTooLong, explicit_turn, iso_utc
+from memflow.landing_writer import (
+    Landed,
+    LandingUnsafe,
+    LandingWriter,
+    LineTooLong,
+    explicit_turn,
+    iso_utc,
+)
 from recall.answers import (
     EntitySearchAnswer,
     Ranking,
@@ -187,6 +194,11 @@ class Api:
             return self.landing.write(scope, turns, check)
         except LineTooLong as exc:
             raise ApiError(413, "payload_too_large", str(exc)) from None
+        except LandingUnsafe:
+            log.warning("landing directory of %s is not a plain directory", scope.key)
+            raise ApiError(
+                503, "landing_unavailable", "the landing zone refused the write"
+            ) from None
         except (orjson.JSONEncodeError, TypeError):
             raise ApiError(
                 422, "invalid_request", "a turn cannot be written as JSON (nesting or numbers)"

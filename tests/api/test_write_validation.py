@@ -230,3 +230,25 @@ def test_odd_ids_that_ingestion_stores_are_accepted_and_read_back(
     read = read_tenant_files(landing, Scope("acme", "web"))
     assert sorted(read.turns["session_id"].to_list()) == sorted(odd)
     assert read.rejects.height == 0
+
+
+@pytest.mark.parametrize("link", ["org", "repo"])
+def test_writes_never_go_through_a_symlinked_tenant_directory(
+    client: TestClient, world: World, landing: Path, tmp_path: Path, link: str
+):
+    """The write side of F4: a planted symlink must not send API writes out of the landing
+    zone (where the reader, which follows no symlink, would never read them back)."""
+    outside = tmp_path / "outside"
+    (outside / "payments").mkdir(parents=True)
+    if link == "org":
+        (landing / "acme").symlink_to(outside)
+    else:
+        (landing / "acme").mkdir()
+        (landing / "acme" / "payments").symlink_to(outside / "payments")
+    r = client.post(
+        "/v1/turns",
+        json={"tenant": "acme/payments", "turns": [_turn("2026-11-20T00:00:00Z")]},
+        headers=bearer(world.keys["acme_payments"]),
+    )
+    assert r.status_code == 503 and r.json()["error"]["code"] == "landing_unavailable"
+    assert list(outside.rglob("*.jsonl")) == [] and list(outside.rglob(".*")) == []
