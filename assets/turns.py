@@ -76,6 +76,7 @@ from schemas.tables import Asset
 )
 def raw_turns(context: AssetExecutionContext, storage: Storage):
     found = landing.discover(storage.landing)
+    window = storage.window()
     now = datetime.now(UTC)
     turns_out: dict[str, pl.DataFrame] = {}
     rejects_out: dict[str, pl.DataFrame] = {}
@@ -88,7 +89,9 @@ def raw_turns(context: AssetExecutionContext, storage: Storage):
             stored_table(storage, Asset.TURN_REJECTS, scope),
             stored_table(storage, Asset.LANDING_FILES, scope),
         )
-        update = ingest_turns(storage.landing, scope, found.get(scope, []), previous, now)
+        update = ingest_turns(
+            storage.landing, scope, found.get(scope, []), previous, now, window
+        )
         tables = update.tables
         fresh = tables.turns.join(previous.turns.select("turn_key"), on="turn_key", how="anti")
         _, contract_rejects = quarantine_contract_failures(fresh, TurnContract, scope, "landing")
@@ -116,6 +119,9 @@ def raw_turns(context: AssetExecutionContext, storage: Storage):
             {
                 **update.metadata(),
                 "contract_rejects": contract_rejects.height,
+                "landing_problems": MetadataValue.json(
+                    [f"{p.path}: {p.reason}" for p in update.problems][:50]
+                ),
                 "rows_out": turns.height,
                 "rejects_by_reason": by_reason(new_reasons),
                 "tool_call_turns": turns.filter(pl.col("tool_triples").is_not_null()).height,

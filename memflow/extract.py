@@ -1,5 +1,9 @@
 """Raw turns of one tenant-day -> candidate triples and extraction-stage rejects.
 
+`ExtractionReport.rejects` is quarantine-shaped and holds both severities: ``error`` rows
+(items that became no triple, counted in `rejects_by_reason`) and ``warning`` rows (triples
+kept with a change, e.g. an unreadable valid_from; counted in `warnings_by_reason`).
+
 Explicit triples come from the agents' `upsert_graph_triples` tool calls. Text turns (user and
 assistant turns with content and no tool call) go to the configured extraction provider; with no
 provider they are kept in `raw_turns` and counted as awaiting extraction, never dropped.
@@ -44,7 +48,8 @@ class ExtractionReport:
     low_confidence_dropped: int = 0
     model: str | None = None
     seconds: float = 0.0
-    rejects_by_reason: dict[str, int] = field(default_factory=dict)
+    rejects_by_reason: dict[str, int] = field(default_factory=dict)  # severity error only
+    warnings_by_reason: dict[str, int] = field(default_factory=dict)  # kept, with a change
 
 
 def _ctx(row: dict, *, model: str, source: str) -> TurnContext:
@@ -133,7 +138,11 @@ def extract_day(
                 rejects += bad
     report.triples = triples_frame(rows)
     report.rejects = rejects_frame(rejects)
-    report.rejects_by_reason = dict(Counter(report.rejects["reason"].to_list()))
+    severity = report.rejects["severity"]
+    errors = report.rejects.filter(severity == rules.SEVERITY_ERROR)["reason"].to_list()
+    warnings = report.rejects.filter(severity == rules.SEVERITY_WARNING)["reason"].to_list()
+    report.rejects_by_reason = dict(Counter(errors))
+    report.warnings_by_reason = dict(Counter(warnings))
     report.low_confidence_dropped = report.rejects_by_reason.get(rules.Reason.LOW_CONFIDENCE, 0)
     report.seconds = time.perf_counter() - started
     return report

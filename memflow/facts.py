@@ -5,6 +5,17 @@ resolution (one entity per `norm_key`, other spellings kept as aliases), one fac
 (subject, predicate, object), the per-repo caps (facts already stored always stay; new facts are
 admitted oldest first until a cap is reached, the rest are rejected with a reason), and
 supersession (the old fact is closed at the replacement's `valid_from` and linked to it).
+
+Every triple given is accounted for, exactly once (`FactsBuild.balanced`):
+
+- ``facts_new``: it became a new fact (the oldest triple of its subject/predicate/object);
+- ``merged``: it repeats the subject/predicate/object of a stored fact or of a fact another
+  triple of this batch created. Its spellings become aliases of the entities, its confidence
+  counts (best wins), its provenance is a row of `FactsBuild.merges` (`FACT_MERGES`);
+- ``rejected``: it is in the quarantine with severity ``error`` (contract, caps).
+
+Quarantine rows of severity ``warning`` (a supersedes link that could not be kept) describe
+facts that were stored; they are counted in ``warnings``, never in ``rejected``.
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ from schemas import ids, rules
 from schemas.redaction import redact
 from schemas.rules import MAX_RECORD_CHARS, Reason
 from schemas.scope import Scope
-from schemas.tables import ENTITIES, FACTS, QUARANTINE, conform
+from schemas.tables import ENTITIES, FACT_MERGES, FACTS, QUARANTINE, conform
 from schemas.triples import triage
 
 
@@ -28,14 +39,40 @@ from schemas.triples import triage
 class FactsBuild:
     facts: pl.DataFrame
     entities: pl.DataFrame
-    rejects: pl.DataFrame  # validation-stage quarantine rows
+    rejects: pl.DataFrame  # validation-stage quarantine rows, both severities
+    merges: pl.DataFrame = field(default_factory=lambda: conform(pl.DataFrame(), FACT_MERGES))
     new_facts: int = 0
     new_entities: int = 0
     superseded: int = 0
-    rejects_by_reason: dict[str, int] = field(default_factory=dict)
+    triples_in: int = 0  # rows of the triples table given
+    merged: int = 0  # triples merged into a stored fact or a fact of this batch
+    rejected: int = 0  # triples quarantined with severity error
+    warnings: int = 0  # quarantine rows of severity warning (their facts were stored)
+    rejects_by_reason: dict[str, int] = field(default_factory=dict)  # errors, by triple
+    warnings_by_reason: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """triples_in = facts_new + merged + rejects, plus warnings (for run metadata)."""
+        return {
+            "triples_in": self.triples_in,
+            "facts_new": self.new_facts,
+            "merged": self.merged,
+            "rejects": self.rejected,
+            "warnings": self.warnings,
+        }
+
+    @property
+    def balanced(self) -> bool:
+        return self.triples_in == self.new_facts + self.merged + self.rejected
 
 
-def _reject_rows(scope: Scope, rows: list[dict], reason_of: str | None = None) -> list[dict]:
+def _reject_rows(
+    scope: Scope,
+    rows: list[dict],
+    reason_of: str | None = None,
+    severity: str = rules.SEVERITY_ERROR,
+) -> list[dict]:
     out = []
     for row in rows:
         reason = reason_of or row["reason"]
@@ -65,6 +102,7 @@ def _reject_rows(scope: Scope, rows: list[dict], reason_of: str | None = None) -
                 "session_id": row.get("session_id"),
                 "turn_id": row.get("turn_id"),
                 "record": record,
+                "severity": severity,
             }
         )
     return out
@@ -103,20 +141,12 @@ def build_facts(
 
     good, bad = triage(triples)
     reject_rows = _reject_rows(scope, bad.to_dicts())
+    rejected: Counter[str] = Counter(bad["reason"].to_list())
 
     # Entity resolution over every spelling seen (new triples and stored entities).
     good = good.sort("valid_from", "triple_id")
-    names = pl.concat(
-        [
-            good.select(
-                pl.col("subject").alias("name"), pl.col("subject_type").alias("type"), "valid_from"
-            ),
-            good.select(
-                pl.col("object").alias("name"), pl.col("object_type").alias("type"), "valid_from"
-            ),
-        ]
-    )
-    key_of = {n: ids.norm_key(n) for n in names["name"].unique().to_list()}
+    names = pl.concat([good["subject"], good["object"]]).unique().to_list()
+    key_of = {n: ids.norm_key(n) for n in names}
     good = good.with_columns(
         pl.col("subject").replace_strict(key_of, return_dtype=pl.String).alias("_skey"),
         pl.col("object").replace_strict(key_of, return_dtype=pl.String).alias("_okey"),
@@ -130,14 +160,16 @@ def build_facts(
         ids.fact_id(scope.tenant_id, scope.ns, s, p, o)
         for s, p, o in good.select("subject_id", "predicate", "object_id").iter_rows()
     ]
-    good = good.with_columns(pl.Series("fact_id", fact_ids, dtype=pl.String))
+    good = good.with_columns(pl.Series("fact_id", fact_ids, dtype=pl.String)).with_columns(
+        pl.int_range(pl.len()).over("fact_id").alias("_rank")
+    )
 
     # One fact per id: the first statement (oldest) carries provenance; best confidence wins.
     firsts = (
         good.group_by("fact_id", maintain_order=True)
         .agg(pl.all().first(), pl.col("confidence").max().alias("_best"))
         .with_columns(pl.col("_best").alias("confidence"))
-        .drop("_best")
+        .drop("_best", "_rank")
     )
 
     stored_ids = set(prev_f["fact_id"].to_list())
@@ -147,22 +179,39 @@ def build_facts(
 
     admitted: list[dict] = []
     new_entity_ids: set[str] = set()
-    capped: list[tuple[str, dict]] = []
+    capped: dict[str, str] = {}  # fact_id -> reason
     for row in firsts.to_dicts():
         if row["fact_id"] in stored_ids:
             continue
         if fact_count >= rules.MAX_FACTS_PER_REPO:
-            capped.append((Reason.FACT_CAP, row))
+            capped[row["fact_id"]] = Reason.FACT_CAP
             continue
         needed = {row["subject_id"], row["object_id"]} - stored_entities.keys() - new_entity_ids
         if entity_count + len(new_entity_ids) + len(needed) > rules.MAX_ENTITIES_PER_REPO:
-            capped.append((Reason.ENTITY_CAP, row))
+            capped[row["fact_id"]] = Reason.ENTITY_CAP
             continue
         new_entity_ids |= needed
         admitted.append(row)
         fact_count += 1
-    for reason, row in capped:
-        reject_rows.extend(_reject_rows(scope, [row], reason))
+    if capped:
+        # Every triple of a capped fact is a reject, not only the one that would have stored it.
+        over = good.filter(pl.col("fact_id").is_in(list(capped))).with_columns(
+            pl.col("fact_id").replace_strict(capped, return_dtype=pl.String).alias("reason")
+        )
+        for row in over.to_dicts():
+            reject_rows.extend(_reject_rows(scope, [row]))
+        rejected.update(over["reason"].to_list())
+
+    # The rest repeat a stored fact or a fact admitted from this batch: merged, not lost.
+    merges = good.filter(
+        pl.col("fact_id").is_in(list(stored_ids))
+        | ((pl.col("_rank") > 0) & ~pl.col("fact_id").is_in(list(capped)))
+    ).with_columns(
+        pl.when(pl.col("fact_id").is_in(list(stored_ids)))
+        .then(pl.lit("stored"))
+        .otherwise(pl.lit("batch"))
+        .alias("into")
+    )
 
     new = (
         conform(pl.DataFrame(admitted, infer_schema_length=None), FACTS)
@@ -172,9 +221,10 @@ def build_facts(
     new = new.with_columns(pl.lit(None, dtype=pl.String).alias("superseded_by"))
     facts = pl.concat([prev_f, new], how="vertical")
 
-    facts, superseded, link_rejects = _apply_supersession(facts, {r["fact_id"] for r in admitted})
-    for reason, row in link_rejects:
-        reject_rows.extend(_reject_rows(scope, [row], reason))
+    facts, superseded, link_problems = _apply_supersession(facts, {r["fact_id"] for r in admitted})
+    for reason, row in link_problems:
+        # The fact is stored without the link: a warning, not a reject.
+        reject_rows.extend(_reject_rows(scope, [row], reason, rules.SEVERITY_WARNING))
 
     entities = _entities(scope, good, prev_e, facts)
     rejects = conform(
@@ -183,15 +233,21 @@ def build_facts(
         else pl.DataFrame(),
         QUARANTINE,
     ).unique("reject_id", keep="first", maintain_order=True)
-    by_reason = dict(Counter(rejects["reason"].to_list()))
+    warnings = Counter(reason for reason, _ in link_problems)
     return FactsBuild(
         facts=facts.sort("valid_from", "fact_id"),
         entities=entities,
         rejects=rejects,
+        merges=conform(merges, FACT_MERGES),
         new_facts=len(admitted),
         new_entities=entities.height - prev_e.height,
         superseded=superseded,
-        rejects_by_reason=by_reason,
+        triples_in=triples.height,
+        merged=merges.height,
+        rejected=sum(rejected.values()),
+        warnings=sum(warnings.values()),
+        rejects_by_reason=dict(rejected),
+        warnings_by_reason=dict(warnings),
     )
 
 

@@ -22,6 +22,7 @@ import polars as pl
 from memflow import landing
 from schemas import ids
 from schemas.redaction import redact, redact_json, redact_with_count
+from schemas.rules import TimeWindow
 from schemas.scope import Scope
 from schemas.tables import LANDING_FILES, QUARANTINE, RAW_TURNS, conform, empty
 
@@ -80,6 +81,7 @@ class TurnsUpdate:
     replaced_turns: int = 0  # rows of changed files, replaced by what the files hold now
     redactions: int = 0
     read_files: list[str] = field(default_factory=list)
+    problems: list[landing.LandingProblem] = field(default_factory=list)
 
     def metadata(self) -> dict[str, int]:
         return {
@@ -109,75 +111,54 @@ def ingest_turns(
     files: Sequence[Path],
     previous: TurnTables,
     now: datetime,
+    window: TimeWindow | None = None,
 ) -> TurnsUpdate:
     """Bring the tenant's turn tables up to date with its landing `files` (as `discover` listed
-    them): read what is new or changed, redact it, deduplicate against every turn already
-    stored, and record each file's version and line counts in the index."""
+    them): read what is new or changed (`memflow.landing.read_tenant_files`: regular files only,
+    the time window, duplicates against every stored turn), redact it, and record each file's
+    version and line counts in the index. A file that could not be read keeps its earlier rows;
+    the problem is reported in `problems`."""
     index = {r["source_file"]: r for r in previous.files.to_dicts()}
     update = TurnsUpdate(previous, files_seen=len(files))
-    reads: list[landing.LandingRead] = []
-    for path in files:
-        rel = landing.relative_name(path, landing_root)
-        if _unchanged(path, index.get(rel)):
-            continue
-        read = landing.read_landing_file(path, landing_root)
-        reads.append(read)
-        st = os.stat(path, follow_symlinks=False)
-        index[rel] = {
-            "tenant_id": scope.tenant_id,
-            "ns": scope.ns,
-            "source_file": rel,
-            "size": st.st_size,
-            "mtime_ns": st.st_mtime_ns,
-            "sha256": landing.fingerprint(path, landing_root).sha256,
-            "records": read.records,
-            "turns": 0,
-            "rejects": 0,
-            "read_at": now,
-        }
-    if not reads:
+    candidates = [
+        p for p in files if not _unchanged(p, index.get(landing.source_name(p, landing_root)))
+    ]
+    if not candidates:
         return update
-    changed = [r.source_file for r in reads]
-    update.read_files = changed
-    update.files_read = len(reads)
-    update.records_read = sum(r.records for r in reads)
+    names = {landing.source_name(p, landing_root) for p in candidates}
+    others = previous.turns.filter(~pl.col("source_file").is_in(list(names)))
+    read = landing.read_tenant_files(
+        landing_root,
+        scope,
+        candidates,
+        window=window,
+        ingested_keys=others["turn_key"],
+        now=now,
+    )
+    update.problems = read.problems
+    replaced = [f.source_file for f in read.files if f.read]
+    if not replaced:
+        return update
+    update.read_files = replaced
+    update.files_read = len(replaced)
+    update.records_read = read.records
 
-    kept_turns = previous.turns.filter(~pl.col("source_file").is_in(changed))
-    kept_rejects = previous.rejects.filter(~pl.col("source_file").is_in(changed))
+    kept_turns = previous.turns.filter(~pl.col("source_file").is_in(replaced))
+    kept_rejects = previous.rejects.filter(~pl.col("source_file").is_in(replaced))
     update.replaced_turns = previous.turns.height - kept_turns.height
-    seen = set(kept_turns["turn_key"].to_list())
 
     new_turns: list[dict] = []
-    dupes: list[dict] = []
-    file_rejects = [r.rejects for r in reads if r.rejects.height]
-    arriving = pl.concat([r.turns for r in reads], how="diagonal_relaxed")
-    for row in arriving.sort("ts", "source_file", "line_no").to_dicts():
-        key = ids.turn_key(scope.tenant_id, scope.ns, row["session_id"], row["turn_id"])
-        if key in seen:
-            dupes.append(_duplicate(scope, row))
-            continue
-        seen.add(key)
+    for row in read.turns.sort("ts", "source_file", "line_no").to_dicts():
         content, n = redact_with_count(row.get("content") or "")
         tool_triples, n_tool = _tool_triples(row.get("tool_input_json"))
         update.redactions += n + n_tool
         new_turns.append(
             {
-                "turn_key": key,
-                "tenant_id": scope.tenant_id,
-                "ns": scope.ns,
-                "day": row["day"],
-                "session_id": row["session_id"],
-                "turn_id": row["turn_id"],
-                "ts": row["ts"],
-                "role": row["role"],
-                "client": row.get("client"),
+                **{c: row.get(c) for c in RAW_TURNS if c in row},
                 "content": content,
                 "content_sha256": ids.sha256_text(content),
-                "tool_name": row.get("tool_name"),
                 "tool_triples": tool_triples,
                 "redactions": n + n_tool,
-                "source_file": row.get("source_file"),
-                "line_no": row.get("line_no"),
             }
         )
     turns_new = conform(
@@ -186,38 +167,31 @@ def ingest_turns(
         else pl.DataFrame(),
         RAW_TURNS,
     )
-    rejects_new = finish_rejects(
-        pl.concat([*file_rejects, pl.DataFrame(dupes)], how="diagonal_relaxed")
-        if dupes
-        else (pl.concat(file_rejects, how="diagonal_relaxed") if file_rejects else pl.DataFrame())
-    )
+    rejects_new = finish_rejects(read.rejects)
     update.new_turns, update.new_rejects = turns_new.height, rejects_new.height
 
     turns = pl.concat([kept_turns, turns_new]).sort("ts", "source_file", "line_no")
     rejects = pl.concat([kept_rejects, rejects_new]).sort("source_file", "line_no")
-    per_file_turns = dict(turns_new.group_by("source_file").len().iter_rows())
-    per_file_rejects = dict(rejects_new.group_by("source_file").len().iter_rows())
-    for rel in changed:
-        index[rel]["turns"] = per_file_turns.get(rel, 0)
-        index[rel]["rejects"] = per_file_rejects.get(rel, 0)
+    for f in read.files:
+        if not f.read or f.fingerprint is None:
+            continue
+        index[f.source_file] = {
+            "tenant_id": scope.tenant_id,
+            "ns": scope.ns,
+            "source_file": f.source_file,
+            "size": f.fingerprint.size,
+            "mtime_ns": f.fingerprint.mtime_ns,
+            "sha256": f.fingerprint.sha256,
+            "records": f.records,
+            "turns": f.turns,
+            "rejects": f.rejects,
+            "read_at": now,
+        }
     files_df = conform(
         pl.DataFrame(list(index.values()), schema_overrides=LANDING_FILES), LANDING_FILES
     ).sort("source_file")
     update.tables = TurnTables(turns, rejects, files_df)
     return update
-
-
-def _duplicate(scope: Scope, row: dict) -> dict:
-    return {
-        **{k: row.get(k) for k in ("session_id", "turn_id", "source_file", "line_no")},
-        "tenant_id": scope.tenant_id,
-        "ns": scope.ns,
-        "stage": STAGE,
-        "reason": "duplicate_turn",
-        "detail": "the same session_id and turn_id were already ingested (from this or another "
-        "file); the first occurrence was kept",
-        "record": None,
-    }
 
 
 def finish_rejects(df: pl.DataFrame) -> pl.DataFrame:

@@ -28,6 +28,8 @@ def env_resources() -> dict[str, Any]:
             landing_dir=EnvVar("MEMFLOW_LANDING_DIR"),
             data_dir=data_dir,
             retention_days=EnvVar.int("MEMFLOW_RETENTION_DAYS"),
+            history_start=EnvVar("MEMFLOW_HISTORY_START"),
+            future_tolerance_hours=EnvVar("MEMFLOW_FUTURE_TOLERANCE_HOURS"),
         ),
         "extraction": ExtractionModelResource(
             provider=EnvVar("MEMFLOW_EXTRACTOR"),

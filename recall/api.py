@@ -12,7 +12,14 @@ Endpoints (all under a bearer key except ``/healthz``; ``/metrics`` needs a key 
 - ``POST /v1/triples``: explicit facts, validated at once by the pipeline's own contract
   (`schemas.triples.items_to_triples`); any reject answers 422 with every reason, else they are
   landed as one ``upsert_graph_triples`` tool turn and 202 gives their ids.
-- ``POST /v1/turns``: conversation turns, checked by the landing reader's rules and landed (202).
+- ``POST /v1/turns``: conversation turns, checked by the landing reader's own rules (the same
+  `schemas.rules.TimeWindow` as ingestion: a ``ts`` before ``MEMFLOW_HISTORY_START`` or too far
+  ahead answers 422 with the reason) and landed (202).
+
+Scope names are `schemas.scope.Scope`'s (a trailing newline or a path step answers 422), so a
+write can never create a landing directory that ingestion would refuse. A triple's
+``valid_from`` that cannot be read, which ingestion would keep with a warning, is refused here
+(422 ``valid_from_unparsed``): the client can still send a date.
 - ``GET /healthz``, ``GET /metrics``.
 
 Isolation: a key sees only its scopes. A scope the key was not granted answers exactly like a
@@ -42,7 +49,14 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memflow.landing import read_landing_file
-from memflow.landing_writer import Landed, LandingWriter, LineTooLong, explicit_turn, iso_utc
+from memflow.landing_writer import (
+    Landed,
+    LandingUnsafe,
+    LandingWriter,
+    LineTooLong,
+    explicit_turn,
+    iso_utc,
+)
 from recall.answers import (
     EntitySearchAnswer,
     Ranking,
@@ -84,6 +98,7 @@ from recall.service import RecallService
 from resources.graph.base import GraphStoreError
 from resources.vector.base import VectorStoreError
 from schemas import ids
+from schemas.rules import DEFAULT_TIME_WINDOW, TimeWindow
 from schemas.scope import Scope
 from schemas.triples import TurnContext, items_to_triples
 
@@ -110,8 +125,10 @@ class Api:
         limits: ApiLimits,
         metrics: ApiMetrics,
         public_metrics: bool,
+        window: TimeWindow = DEFAULT_TIME_WINDOW,
     ) -> None:
         self.keys = keys
+        self.window = window
         self.landing = LandingWriter(landing_dir) if landing_dir is not None else None
         self.limits = limits
         self.metrics = metrics
@@ -159,7 +176,9 @@ class Api:
         root = self.landing.root
 
         def check(hidden: Path) -> None:
-            read = read_landing_file(hidden, root)
+            read = read_landing_file(hidden, root, window=self.window)
+            if read.problem is not None:  # the file just written is not a regular file
+                raise ApiError(503, "landing_unavailable", "the landing zone refused the write")
             if read.rejects.height:
                 details = [
                     {"index": (line or 1) - 1, "reason": reason, "detail": detail}
@@ -175,6 +194,11 @@ class Api:
             return self.landing.write(scope, turns, check)
         except LineTooLong as exc:
             raise ApiError(413, "payload_too_large", str(exc)) from None
+        except LandingUnsafe:
+            log.warning("landing directory of %s is not a plain directory", scope.key)
+            raise ApiError(
+                503, "landing_unavailable", "the landing zone refused the write"
+            ) from None
         except (orjson.JSONEncodeError, TypeError):
             raise ApiError(
                 422, "invalid_request", "a turn cannot be written as JSON (nesting or numbers)"
@@ -190,15 +214,17 @@ def create_app(
     limits: ApiLimits | None = None,
     public_metrics: bool = False,
     on_close: Callable[[], None] | None = None,
+    window: TimeWindow | None = None,
 ) -> FastAPI:
     """The API app. Give a built `service`, or a `service_factory` run at startup (its service
     is closed at shutdown). `on_close` runs at shutdown too (e.g. to close the stores).
-    Without `landing_dir` the write endpoints answer 503."""
+    Without `landing_dir` the write endpoints answer 503. `window` is the turns' time window,
+    the one ingestion applies (`TimeWindow.from_settings`; default: the settings' defaults)."""
     if (service is None) == (service_factory is None):
         raise ValueError("give exactly one of service and service_factory")
     metrics = ApiMetrics()
     limits = limits or ApiLimits()
-    api = Api(keys, landing_dir, limits, metrics, public_metrics)
+    api = Api(keys, landing_dir, limits, metrics, public_metrics, window or DEFAULT_TIME_WINDOW)
     api.service = service
 
     @asynccontextmanager

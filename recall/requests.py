@@ -196,7 +196,11 @@ class TriplesRequest(TenantRef):
 class TurnIn(_Request):
     session_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     turn_id: str = Field(min_length=1, max_length=MAX_ID_CHARS)
-    ts: AwareDatetime = Field(description="with a zone", examples=["2026-01-15T09:15:02Z"])
+    ts: AwareDatetime = Field(
+        description="with a zone; between MEMFLOW_HISTORY_START and a day from now (the time "
+        "window ingestion applies)",
+        examples=["2026-01-15T09:15:02Z"],
+    )
     role: Role
     content: str | None = Field(None, max_length=MAX_CONTENT_CHARS)
     client: str = Field(min_length=1, max_length=100, examples=["claude-code"])
@@ -205,8 +209,13 @@ class TurnIn(_Request):
 
     @field_validator("ts")
     @classmethod
-    def _ts_utc(cls, value: datetime | None) -> datetime | None:
-        return _utc(value)
+    def _ts_utc(cls, value: datetime) -> datetime:
+        # Only made UTC here: its range is the landing reader's time window, checked when the
+        # turns are landed, so the API refuses exactly what ingestion would.
+        try:
+            return value.astimezone(UTC)
+        except (OverflowError, ValueError):
+            raise ValueError("ts is out of range") from None
 
 
 class TurnsRequest(TenantRef):

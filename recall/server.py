@@ -27,6 +27,7 @@ from recall.service import RecallService
 from resources.models.base import EmbeddingProvider, ModelError
 from resources.settings import Settings
 from resources.vector.base import VectorStore
+from schemas.rules import TimeWindow
 
 log = logging.getLogger("recall.server")
 
@@ -104,7 +105,12 @@ def _warm_up(provider: EmbeddingProvider) -> None:
 
 
 def create_server_app(cfg: Settings, *, public_metrics: bool = False) -> FastAPI:
-    """The API app for these settings; stores are opened at startup, closed at shutdown."""
+    """The API app for these settings; stores are opened at startup, closed at shutdown. Writes
+    are checked with the time window ingestion uses (``MEMFLOW_HISTORY_START``, ...)."""
+    try:
+        window = TimeWindow.from_settings(cfg)
+    except ValueError as exc:
+        raise SystemExit(f"memflow serve: {exc}") from None
     path = cfg.keys_file
     keys = KeyRing(path)
     if keys.error:
@@ -127,6 +133,7 @@ def create_server_app(cfg: Settings, *, public_metrics: bool = False) -> FastAPI
         landing_dir=str(cfg.landing_dir),
         public_metrics=public_metrics,
         on_close=close,
+        window=window,
     )
 
 

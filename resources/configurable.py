@@ -17,10 +17,12 @@ from resources.models.factory import EmbeddingConfig, ExtractionConfig
 from resources.settings import DEFAULTS, open_graph, open_vectors
 from resources.tables import TableStore
 from resources.vector.base import VectorStore
+from schemas import rules
 
 
 class Storage(ConfigurableResource):
-    """Where the landing zone and memflow's own data live."""
+    """Where the landing zone and memflow's own data live, how long raw turn text is kept, and
+    the time window a turn must lie in."""
 
     landing_dir: str = Field(default="landing-sample", description="The landing zone root.")
     data_dir: str = Field(default=".memflow", description="Tables, stores and caches.")
@@ -30,8 +32,26 @@ class Storage(ConfigurableResource):
         "(ids and hashes kept), N drops text older than N days.",
     )
 
+    history_start: str = Field(
+        default=rules.DEFAULT_HISTORY_START,
+        description="Turns before this date are quarantined (ts_before_history_start).",
+    )
+    future_tolerance_hours: str = Field(
+        default=str(rules.DEFAULT_FUTURE_TOLERANCE_HOURS),
+        description="Turns more than this many hours ahead of now are quarantined.",
+    )
+
     def tables(self) -> TableStore:
         return TableStore(self.data_dir)
+
+    def window(self) -> rules.TimeWindow:
+        """The time window turns must lie in (the same rule the API applies)."""
+        return rules.TimeWindow.from_settings(
+            {
+                rules.HISTORY_START_SETTING: self.history_start,
+                rules.FUTURE_TOLERANCE_SETTING: self.future_tolerance_hours,
+            }
+        )
 
     @property
     def landing(self) -> Path:

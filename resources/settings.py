@@ -17,12 +17,15 @@ from resources.graph.base import GraphStore
 from resources.models.base import EmbeddingProvider
 from resources.models.factory import EmbeddingConfig, ExtractionConfig
 from resources.vector.base import VectorStore
+from schemas import rules
 
 # Every setting memflow reads, with its default. README.md#configuration documents each one.
 DEFAULTS: dict[str, str] = {
     "MEMFLOW_LANDING_DIR": "landing-sample",
     "MEMFLOW_DATA_DIR": ".memflow",
     "MEMFLOW_RETENTION_DAYS": "-1",
+    rules.HISTORY_START_SETTING: rules.DEFAULT_HISTORY_START,
+    rules.FUTURE_TOLERANCE_SETTING: str(rules.DEFAULT_FUTURE_TOLERANCE_HOURS),
     "MEMFLOW_EXTRACTOR": "none",
     "MEMFLOW_EXTRACTION_URL": "",
     "MEMFLOW_EXTRACTION_MODEL": "",

@@ -8,16 +8,27 @@ Layout under the data directory::
     tables/<asset>/<org>/<repo>/_manifest.json        per-day tables: a content hash per day
 
 `write_table` rewrites only the days whose content changed (the manifest says which), so a run
-that adds one day writes one file whatever the tenant's history. Writes are atomic (temp file +
-rename), so a killed run never leaves half a table behind.
+that adds one day writes one file whatever the tenant's history.
+
+Writes are atomic (temp file + rename), so a killed run never leaves half a table behind. A
+temp file is named ``.tmp-<pid>-<start>-<random>.parquet`` (the writing process and its start
+time); a write into a directory first removes the temp files there whose writer is gone (or, for
+names without a pid, that are older than this process), at most every few minutes per process
+and directory, so temp files of killed runs do not pile up. A write that fails for lack of
+space, a read-only file system or permissions raises one `StorageError` naming the path and the
+cause.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import json
 import os
-import tempfile
+import re
+import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -29,6 +40,202 @@ from schemas.tables import PER_DAY
 MANIFEST = "_manifest.json"
 SUMMARY = "_summary.json"
 
+TEMP_PREFIX = ".tmp-"
+_CAUSES = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EIO: "input/output error",
+    errno.EFBIG: "file too large",
+}
+_TEXT_CAUSES = {
+    "no space left on device": errno.ENOSPC,
+    "disk quota exceeded": errno.EDQUOT,
+    "read-only file system": errno.EROFS,
+    "permission denied": errno.EACCES,
+}
+_OS_ERROR = re.compile(r"os error (\d+)")
+_TEMP_NAME = re.compile(r"\.tmp-(\d+)-(\d+)-[0-9a-f]+")
+
+
+class StorageError(OSError):
+    """A write to the data directory failed for a reason of the storage, not of the data: no
+    space, a read-only file system, no permission, an I/O error. ``str()`` is one line naming
+    the path and the cause; ``errno`` and ``path`` are set."""
+
+    def __init__(self, path: str | os.PathLike[str], code: int | None, cause: str) -> None:
+        super().__init__(code, cause)
+        self.path = Path(path)
+        self.cause = cause
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.cause}"
+
+
+def storage_errno(exc: BaseException) -> int | None:
+    """The errno behind a write error: an OSError's, or the one a polars (Rust) I/O error
+    names in its message; None when it is not a storage error."""
+    if isinstance(exc, OSError) and exc.errno:
+        return exc.errno
+    text = str(exc)
+    if m := _OS_ERROR.search(text):
+        return int(m.group(1))
+    lower = text.lower()
+    return next((code for phrase, code in _TEXT_CAUSES.items() if phrase in lower), None)
+
+
+def as_storage_error(path: str | os.PathLike[str], exc: BaseException) -> StorageError | None:
+    """`exc` as a StorageError about `path`, or None when it is not one."""
+    if isinstance(exc, StorageError):
+        return exc
+    code = storage_errno(exc)
+    if code is None and not isinstance(exc, OSError):
+        return None
+    cause = _CAUSES.get(code or 0) or (
+        exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
+    )
+    return StorageError(path, code, cause)
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When a process started (clock ticks since boot), or None when unknown or gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    try:
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+_PROCESS_STARTED = time.time()
+_starts: dict[int, int] = {}
+_swept: dict[str, float] = {}  # directory -> when this process last swept it
+_sweep_lock = threading.Lock()
+SWEEP_INTERVAL_S = 300.0
+
+
+def _own() -> tuple[int, int]:
+    pid = os.getpid()  # looked up each time: a forked child is another owner
+    if pid not in _starts:
+        _starts[pid] = _start_ticks(pid) or 0
+    return pid, _starts[pid]
+
+
+def temp_name(suffix: str = ".parquet") -> str:
+    """A temp file name owned by this process: ``.tmp-<pid>-<start>-<random><suffix>``."""
+    pid, start = _own()
+    return f"{TEMP_PREFIX}{pid}-{start}-{os.urandom(4).hex()}{suffix}"
+
+
+def _stale(path: Path) -> bool:
+    m = _TEMP_NAME.match(path.name)
+    if m:
+        pid, start = int(m.group(1)), int(m.group(2))
+        if (pid, start) == _own():
+            return False  # this process's (another thread may be writing it)
+        if not _pid_alive(pid):
+            return True
+        now = _start_ticks(pid)
+        return now is not None and start != 0 and now != start  # the pid was reused
+    try:  # no owner in the name (older versions): stale if older than this process
+        return path.stat().st_mtime < _PROCESS_STARTED
+    except FileNotFoundError:
+        return False
+
+
+def sweep_temp_files(folder: str | os.PathLike[str], *, force: bool = False) -> int:
+    """Remove temp files of dead writers in `folder` (at most every `SWEEP_INTERVAL_S` per
+    process and directory, unless `force`); returns how many went. Never raises."""
+    key = os.path.abspath(folder)
+    now = time.monotonic()
+    with _sweep_lock:
+        last = _swept.get(key)
+        if last is not None and now - last < SWEEP_INTERVAL_S and not force:
+            return 0
+        _swept[key] = now
+    removed = 0
+    try:
+        entries = list(os.scandir(key))
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.name.startswith(TEMP_PREFIX) or not entry.is_file(follow_symlinks=False):
+            continue
+        path = Path(entry.path)
+        if _stale(path):
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed += 1
+    return removed
+
+
+def atomic_write_parquet(
+    df: pl.DataFrame,
+    target: str | os.PathLike[str],
+    *,
+    statistics: bool = True,
+    fsync: bool = False,
+) -> Path:
+    """Write `df` to `target` through a temp file in the same directory and a rename; temp
+    files of dead writers there are swept first. Storage failures raise `StorageError`."""
+    target = Path(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise as_storage_error(target.parent, exc) or exc from exc
+    sweep_temp_files(target.parent)
+    tmp = target.parent / temp_name()
+    try:
+        df.write_parquet(tmp, statistics=statistics)
+        if fsync:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        os.replace(tmp, target)
+    except Exception as exc:
+        error = as_storage_error(target, exc)
+        if error is None:
+            raise
+        raise error from exc
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    return target
+
+
+def atomic_write_text(target: str | os.PathLike[str], text: str) -> Path:
+    """A small text file (a manifest, a summary), written like the tables: temp file + rename,
+    storage failures as `StorageError`."""
+    target = Path(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.parent / temp_name(".json")
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, target)
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+    except OSError as exc:
+        raise as_storage_error(target, exc) or exc from exc
+    return target
+
 
 class TableStore:
     def __init__(self, data_dir: str | os.PathLike[str]) -> None:
@@ -39,17 +246,8 @@ class TableStore:
         return base / scope.ns / f"{day}.parquet" if day else base / f"{scope.ns}.parquet"
 
     def write(self, df: pl.DataFrame, asset: str, scope: Scope, day: str | None = None) -> Path:
-        target = self.path(asset, scope, day)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".parquet")
-        os.close(fd)
-        try:
-            df.write_parquet(tmp, statistics=True)
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        return target
+        """Atomic; raises `StorageError` (path and cause) when the storage refuses it."""
+        return atomic_write_parquet(df, self.path(asset, scope, day))
 
     def exists(self, asset: str, scope: Scope, day: str | None = None) -> bool:
         return self.path(asset, scope, day).exists()
@@ -134,11 +332,7 @@ class TableStore:
             return {}
 
     def _write_manifest(self, folder: Path, manifest: dict[str, str]) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(dict(sorted(manifest.items())), fh)
-        os.replace(tmp, folder / MANIFEST)
+        atomic_write_text(folder / MANIFEST, json.dumps(dict(sorted(manifest.items()))))
 
     # --------------------------------------------------------------- per-tenant summaries
 
@@ -151,10 +345,7 @@ class TableStore:
             fcntl.flock(lock, fcntl.LOCK_EX)
             summary = self.summaries(asset)
             summary[scope.key] = values
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-            with os.fdopen(fd, "w") as fh:
-                json.dump(dict(sorted(summary.items())), fh)
-            os.replace(tmp, folder / SUMMARY)
+            atomic_write_text(folder / SUMMARY, json.dumps(dict(sorted(summary.items()))))
 
     def summaries(self, asset: str) -> dict[str, dict[str, int]]:
         """Every tenant's recorded summary of `asset` (tenant key -> values)."""

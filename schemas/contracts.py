@@ -125,6 +125,7 @@ class QuarantineContract(_Scoped):
     reason: str = pa.Field(nullable=False, str_length={"min_value": 1})
     detail: str = pa.Field(nullable=True)
     record: str = pa.Field(nullable=True)
+    severity: str = pa.Field(nullable=False, isin=list(rules.SEVERITIES))
 
     @pa.check("detail", "record", name="redacted")
     @classmethod

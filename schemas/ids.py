@@ -8,7 +8,13 @@ import unicodedata
 
 # Separators ignored when deciding whether two spellings are one entity. Symbols that carry
 # meaning in names (+ # @ & *) are kept so "C++", "C#" and "C" stay three entities.
-_SEPARATORS = re.compile(r"[\s\-_.,;:/\\'\"`()\[\]{}<>|!?~]+")
+_SEPARATOR_CHARS = r"\s\-_.,;:/\\'\"`()\[\]{}<>|!?~"
+_SEPARATORS = re.compile(f"[{_SEPARATOR_CHARS}]+")
+# A run of separators between two digits is part of a number or version ("1.8", "10.0.0.1",
+# "s1_10", "1,000"): it is kept, whitespace in it collapsed to one space.
+_DIGIT = re.compile(r"\d")
+_DIGITS_APART = re.compile(f"\\d[{_SEPARATOR_CHARS}]+\\d")
+_SPACES = re.compile(r"\s+")
 
 
 def _digest(*parts: str, size: int = 16) -> str:
@@ -17,9 +23,26 @@ def _digest(*parts: str, size: int = 16) -> str:
 
 
 def norm_key(name: str) -> str:
-    """Names that differ only in case, spacing, punctuation or Unicode form share this key."""
+    """Names that differ only in case, spacing, punctuation or Unicode form share this key.
+
+    Digits are never merged away: separators between two digits are kept as written (spaces
+    collapsed), so ``Node 1.8`` / ``Node 18``, ``10.0.0.1`` / ``100.0.1``, ``Python 3.10`` /
+    ``Python 3.1.0`` and ``s1_10`` / ``s11_0`` are different entities, while ``Node 18`` /
+    ``node-18`` / ``NODE18`` are one. Invariant (tested): two names with one key have the same
+    digits, and the same separators between consecutive digits.
+    """
     text = unicodedata.normalize("NFKC", name).casefold()
-    key = _SEPARATORS.sub("", text)
+    if not _DIGITS_APART.search(text):  # the common case: every separator goes
+        return _SEPARATORS.sub("", text) or " ".join(text.split())
+    parts: list[str] = []
+    pos = 0
+    for run in _SEPARATORS.finditer(text):
+        parts.append(text[pos : run.start()])
+        pos = run.end()
+        if run.start() > 0 and _DIGIT.match(text, run.start() - 1) and _DIGIT.match(text, pos):
+            parts.append(_SPACES.sub(" ", run.group()))
+    parts.append(text[pos:])
+    key = "".join(parts)
     return key or " ".join(text.split())
 
 

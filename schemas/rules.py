@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
-from typing import Literal, get_args
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Literal, NamedTuple, get_args
 
 import polars as pl
 
@@ -28,6 +30,11 @@ TEXT_ROLES = ("user", "assistant")  # roles whose text goes to the extraction mo
 # A rejected record is kept (redacted) up to this many characters.
 MAX_RECORD_CHARS = 2_000
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Quarantine severities: an `error` row stands for input that was not stored; a `warning` row
+# says what was changed on input that was stored anyway (e.g. a valid_from that could not be read).
+SEVERITY_ERROR = "error"
+SEVERITY_WARNING = "warning"
+SEVERITIES = (SEVERITY_ERROR, SEVERITY_WARNING)
 
 _PREDICATE_RE = re.compile(PREDICATE_PATTERN)
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -54,6 +61,152 @@ class Reason:
     SUPERSEDES_UNKNOWN = "supersedes_unknown_fact"
     SUPERSEDES_OUT_OF_ORDER = "supersedes_out_of_order"
     AWAITING_EXTRACTION = "awaiting_extraction"
+    VALID_FROM_UNPARSED = "valid_from_unparsed"  # a warning: the fact keeps the turn's time
+    TS_BEFORE_HISTORY_START = "ts_before_history_start"
+    TS_IN_FUTURE = "ts_in_future"
+    DUPLICATE_TURN = "duplicate_turn"
+
+
+# ------------------------------------------------------------------------------ time window
+
+HISTORY_START_SETTING = "MEMFLOW_HISTORY_START"
+FUTURE_TOLERANCE_SETTING = "MEMFLOW_FUTURE_TOLERANCE_HOURS"
+DEFAULT_HISTORY_START = "2000-01-01"
+_DEFAULT_START = datetime(2000, 1, 1, tzinfo=UTC)  # DEFAULT_HISTORY_START, parsed
+DEFAULT_FUTURE_TOLERANCE_HOURS = 24
+_US = timedelta(microseconds=1)
+# What Python can hold (and so polars, whose microsecond range is wider): years 1 to 9999.
+MIN_EPOCH_US = (datetime(1, 1, 2, tzinfo=UTC) - EPOCH) // _US
+MAX_EPOCH_US = (datetime(9999, 12, 30, tzinfo=UTC) - EPOCH) // _US
+
+
+class TimeProblem(NamedTuple):
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class TimeWindow:
+    """The instants a turn may carry: from the start of history (setting
+    ``MEMFLOW_HISTORY_START``, default 2000-01-01 UTC; a date or an ISO date-time, no zone
+    meaning UTC) up to ``now`` plus a tolerance for clock skew (setting
+    ``MEMFLOW_FUTURE_TOLERANCE_HOURS``, default 24).
+
+    Ingestion and ``POST /v1/turns`` both check turns with `check`; a turn outside the window
+    is quarantined (``ts_before_history_start`` / ``ts_in_future``, the detail naming the
+    setting to change), never a crash. Every instant Python cannot represent lies outside any
+    window, so a turn that passes can be stored and partitioned.
+    """
+
+    start: datetime = _DEFAULT_START
+    future_tolerance: timedelta = timedelta(hours=DEFAULT_FUTURE_TOLERANCE_HOURS)
+    start_us: int = field(init=False, repr=False, compare=False)  # microseconds since 1970
+    tolerance_us: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.start.tzinfo is None or self.start.utcoffset() is None:
+            raise ValueError("the start of history needs a time zone")
+        start_us = (self.start - EPOCH) // _US
+        if not MIN_EPOCH_US <= start_us <= MAX_EPOCH_US:
+            raise ValueError("the start of history must lie between years 1 and 9999")
+        if self.future_tolerance < timedelta(0):
+            raise ValueError("the future tolerance cannot be negative")
+        object.__setattr__(self, "start", self.start.astimezone(UTC))
+        object.__setattr__(self, "start_us", start_us)
+        object.__setattr__(self, "tolerance_us", self.future_tolerance // _US)
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, str]) -> TimeWindow:
+        """The window the settings describe (absent names take their defaults). Raises
+        ValueError naming the setting when a value cannot be read."""
+        start_text = (settings.get(HISTORY_START_SETTING) or DEFAULT_HISTORY_START).strip()
+        hours_text = str(
+            settings.get(FUTURE_TOLERANCE_SETTING) or DEFAULT_FUTURE_TOLERANCE_HOURS
+        ).strip()
+        start = parse_date_or_datetime(start_text)
+        if start is None:
+            raise ValueError(
+                f"{HISTORY_START_SETTING}={start_text!r} is not a date (YYYY-MM-DD, YYYY-MM, "
+                "YYYY or an ISO-8601 date-time)"
+            )
+        try:
+            hours = float(hours_text)
+        except ValueError:
+            hours = -1.0
+        if not 0 <= hours <= 24 * 366 * 100:
+            raise ValueError(f"{FUTURE_TOLERANCE_SETTING}={hours_text!r} is not a number of hours")
+        try:
+            return cls(start, timedelta(hours=hours))
+        except ValueError as exc:
+            raise ValueError(f"{HISTORY_START_SETTING}={start_text!r}: {exc}") from None
+
+    def end(self, now: datetime) -> datetime:
+        """The latest instant accepted at `now`."""
+        return now.astimezone(UTC) + self.future_tolerance
+
+    def end_us(self, now_us: int) -> int:
+        """The latest instant accepted at `now_us` (never past what Python can hold)."""
+        return min(now_us + self.tolerance_us, MAX_EPOCH_US)
+
+    def check(self, ts: datetime, now: datetime | None = None) -> TimeProblem | None:
+        """None when `ts` (aware) lies in the window at `now` (default: the current time)."""
+        if ts.tzinfo is None or ts.utcoffset() is None:
+            raise ValueError("check needs an aware datetime")
+        now = now or datetime.now(UTC)
+        return self.check_us((ts - EPOCH) // _US, (now - EPOCH) // _US)
+
+    def check_us(self, ts_us: int, now_us: int) -> TimeProblem | None:
+        """`check` on microseconds since the epoch (any int, also ones Python cannot hold)."""
+        if ts_us < self.start_us:
+            return TimeProblem(
+                Reason.TS_BEFORE_HISTORY_START,
+                f"'ts' is before the start of history {self.start.isoformat()} "
+                f"(setting {HISTORY_START_SETTING}); set it earlier to ingest older turns",
+            )
+        if ts_us > self.end_us(now_us):
+            hours = self.future_tolerance / timedelta(hours=1)
+            return TimeProblem(
+                Reason.TS_IN_FUTURE,
+                f"'ts' is more than {hours:g} h after the time it was read "
+                f"(setting {FUTURE_TOLERANCE_SETTING}); check the client's clock",
+            )
+        return None
+
+
+DEFAULT_TIME_WINDOW = TimeWindow()
+
+_YEAR = re.compile(r"(\d{4})")
+_YEAR_MONTH = re.compile(r"(\d{4})-(\d{2})")
+
+
+def parse_date_or_datetime(value: object) -> datetime | None:
+    """A date or date-time as people and models write it, as an aware UTC datetime; None when
+    it cannot be read (never raises).
+
+    Accepted: ISO-8601 date-times with a zone (``2023-05-08T10:00:00+02:00``, ``...Z``, a
+    space for ``T``, fractional seconds, basic format ``20230508T100000Z``); date-times
+    without a zone (taken as UTC); dates ``2023-05-08`` / ``20230508`` / ``2023-W19-1`` (that
+    day, 00:00 UTC); ``YYYY-MM`` (the month's first day) and ``YYYY`` (January 1st).
+    Leading and trailing spaces are ignored; a lower-case ``t`` or ``z`` is accepted.
+    """
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    text = value.strip()
+    try:
+        if m := _YEAR.fullmatch(text):
+            parsed = datetime.combine(date(int(m[1]), 1, 1), time(), UTC)
+        elif m := _YEAR_MONTH.fullmatch(text):
+            parsed = datetime.combine(date(int(m[1]), int(m[2]), 1), time(), UTC)
+        else:
+            parsed = datetime.fromisoformat(text.upper())
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        parsed = parsed.astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
+    if not MIN_EPOCH_US <= (parsed - EPOCH) // _US <= MAX_EPOCH_US:
+        return None
+    return parsed
 
 
 def normalize_predicate(raw: object) -> str | None:

@@ -118,6 +118,9 @@ QUARANTINE: dict[str, pl.DataType] = {
     "session_id": pl.String(),
     "turn_id": pl.String(),
     "record": pl.String(),  # the offending record, redacted, at most 2,000 characters
+    # error: the row stands for input that was not stored; warning: the input was stored, and
+    # this row says what was changed (e.g. an unreadable valid_from replaced by the turn's time)
+    "severity": pl.String(),
 }
 
 LANDING_FILES: dict[str, pl.DataType] = {
@@ -148,6 +151,44 @@ EXTRACTION_LOG: dict[str, pl.DataType] = {
     "rejects": pl.Int64(),
     "extracted_at": UTC_TS,
 }
+
+# What the landing zone holds that no tenant's reader consumed: entries that are not regular
+# files, symlinks (never followed), directories with invalid scope names, misplaced files,
+# files that vanished or could not be opened. One row per entry, from
+# `memflow.landing.landing_problems` / `TenantRead.problems_frame`.
+LANDING_PROBLEMS: dict[str, pl.DataType] = {
+    "path": pl.String(),  # relative to the landing root, posix; ids redacted
+    "reason": pl.String(),  # invalid_scope | symlink | not_a_regular_file | nested_directory |
+    # misplaced_file | missing_root | unreadable_file | vanished
+    "detail": pl.String(),
+    "lines": pl.Int64(),  # non-blank lines / Parquet rows it holds; null: not counted
+    "tenant_id": pl.String(),  # the tenant whose directory holds it; null outside any tenant
+    "ns": pl.String(),
+}
+
+# Provenance of triples merged into a fact rather than stored as one: a triple that repeats
+# the (subject, predicate, object) of a stored fact, or of a fact another triple of the same
+# batch created. Counted as `merged` by `memflow.facts.build_facts`.
+FACT_MERGES: dict[str, pl.DataType] = {
+    "fact_id": pl.String(),  # the fact the triple was merged into
+    "triple_id": pl.String(),
+    "tenant_id": pl.String(),
+    "ns": pl.String(),
+    "subject": pl.String(),  # the spellings this triple used (kept as aliases)
+    "predicate": pl.String(),
+    "object": pl.String(),
+    "confidence": pl.Float64(),
+    "valid_from": UTC_TS,
+    "session_id": pl.String(),
+    "turn_id": pl.String(),
+    "client": pl.String(),
+    "model": pl.String(),
+    "source": pl.String(),
+    "into": pl.String(),  # stored (a fact of an earlier run) | batch (a fact of this run)
+}
+
+# Values a column takes when a table lacks it (written by an older version) or holds null.
+COLUMN_DEFAULTS: dict[str, object] = {"severity": "error"}
 
 EMBEDDINGS: dict[str, pl.DataType] = {
     "tenant_id": pl.String(),
@@ -181,7 +222,18 @@ def empty(columns: dict[str, pl.DataType]) -> pl.DataFrame:
 
 
 def conform(df: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
-    """Select and cast to the layout; absent columns become nulls of the right type."""
+    """Select and cast to the layout; absent columns become nulls of the right type, or the
+    value `COLUMN_DEFAULTS` gives (which also fills that column's nulls)."""
+    out = _conform(df, columns)
+    defaults = [
+        pl.col(c).fill_null(pl.lit(v, dtype=columns[c]))
+        for c, v in COLUMN_DEFAULTS.items()
+        if c in columns
+    ]
+    return out.with_columns(defaults) if defaults else out
+
+
+def _conform(df: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
     if df.height == 0:
         present = [c for c in columns if c in df.columns]
         return (

@@ -78,16 +78,10 @@ def parse_confidence(value: object, *, explicit: bool) -> tuple[float | None, st
 
 
 def parse_instant(value: object) -> datetime | None:
-    """An ISO-8601 instant with a zone, as UTC; None when absent, unparseable or zone-less."""
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        return None
-    return parsed.astimezone(UTC)
+    """A `valid_from` as an aware UTC datetime, None when absent or unreadable (never raises).
+    The accepted forms are `schemas.rules.parse_date_or_datetime`'s: ISO date-times with or
+    without a zone (none means UTC), ISO dates (00:00 UTC), ``YYYY-MM`` and ``YYYY``."""
+    return rules.parse_date_or_datetime(value)
 
 
 def resolve_fact_id(tenant_id: str, ns: str, subject: str, predicate: str, obj: str) -> str:
@@ -111,7 +105,16 @@ def _supersedes(value: object, ctx: TurnContext) -> tuple[str | None, str | None
     return None, Reason.BAD_SUPERSEDES
 
 
-def reject_row(ctx: TurnContext, stage: str, reason: str, detail: str, record: Any) -> dict:
+def reject_row(
+    ctx: TurnContext,
+    stage: str,
+    reason: str,
+    detail: str,
+    record: Any,
+    *,
+    severity: str = rules.SEVERITY_ERROR,
+) -> dict:
+    """One quarantine row. `severity` ``warning`` marks a row whose input was stored anyway."""
     text = record if isinstance(record, str) else json.dumps(record, default=str, sort_keys=True)
     text = (redact(text) or "")[: rules.MAX_RECORD_CHARS]
     return {
@@ -128,13 +131,18 @@ def reject_row(ctx: TurnContext, stage: str, reason: str, detail: str, record: A
         "session_id": ctx.session_id,
         "turn_id": ctx.turn_id,
         "record": text,
+        "severity": severity,
     }
 
 
 def items_to_triples(
     items: Iterable[Any], ctx: TurnContext, *, stage: str = "extraction"
 ) -> tuple[list[dict], list[dict]]:
-    """Validate untrusted items one by one: (triple rows, quarantine rows). Nothing dropped."""
+    """Validate untrusted items one by one: (triple rows, quarantine rows). Nothing dropped.
+
+    A quarantine row of severity ``error`` stands for an item that became no triple; one of
+    severity ``warning`` for a change made to an item that did (a `valid_from` that cannot be
+    read keeps the turn's time). Every item gives one triple or one error row."""
     explicit = ctx.source == "explicit"
     rows: list[dict] = []
     rejects: list[dict] = []
@@ -150,16 +158,28 @@ def items_to_triples(
             reason = Reason.PREDICATE_INVALID
         confidence, c_reason = parse_confidence(item.get("confidence"), explicit=explicit)
         reason = reason or c_reason
-        valid_from = ctx.ts
-        if reason is None and item.get("valid_from") not in (None, ""):
-            valid_from = parse_instant(item.get("valid_from"))
-            if valid_from is None:
-                reason = Reason.BAD_VALID_FROM
         supersedes, s_reason = _supersedes(item.get("supersedes"), ctx)
         reason = reason or s_reason
         if reason is not None:
             rejects.append(reject_row(ctx, stage, reason, _detail(reason, item), item))
             continue
+        valid_from = ctx.ts
+        raw_valid_from = item.get("valid_from")
+        if raw_valid_from is not None and raw_valid_from != "":
+            parsed = parse_instant(raw_valid_from)
+            if parsed is None:
+                rejects.append(
+                    reject_row(
+                        ctx,
+                        stage,
+                        Reason.VALID_FROM_UNPARSED,
+                        _valid_from_detail(raw_valid_from, ctx.ts),
+                        item,
+                        severity=rules.SEVERITY_WARNING,
+                    )
+                )
+            else:
+                valid_from = parsed
         assert subject and obj and predicate and confidence is not None and valid_from
         turn_id = str(item.get("turn_id") or ctx.turn_id)
         rows.append(
@@ -201,6 +221,14 @@ def items_to_triples(
 def _type(value: object) -> str | None:
     name, reason = clean_name(value)
     return None if reason else name
+
+
+def _valid_from_detail(value: object, kept: datetime) -> str:
+    shown = repr(value[:40]) if isinstance(value, str) else f"a {type(value).__name__}"
+    return (
+        f"valid_from {shown} is not a date (ISO-8601 date or date-time, YYYY-MM or YYYY); "
+        f"the fact was kept with the turn's time {kept.isoformat()}"
+    )
 
 
 def _detail(reason: str, item: Mapping) -> str:

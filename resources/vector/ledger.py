@@ -23,6 +23,7 @@ from pathlib import Path
 
 import polars as pl
 
+from resources.tables import atomic_write_parquet
 from schemas.ids import sha256_text
 from schemas.scope import Scope
 
@@ -98,8 +99,7 @@ class EmbeddingLedger:
                 f"got {sorted(batch_dims)}"
             )
         folder = self.scope_dir(model, scope)
-        folder.mkdir(parents=True, exist_ok=True)
-        _write_atomic(frame, folder / _part_name())
+        _write_atomic(frame, folder / _part_name())  # creates the folder
         self._dims.setdefault(model, set()).update(batch_dims)
         return frame.height
 
@@ -171,17 +171,9 @@ def _frame(rows: Rows) -> pl.DataFrame:
 
 
 def _write_atomic(frame: pl.DataFrame, target: Path) -> None:
-    tmp = target.with_name(f".tmp-{target.name}")
-    try:
-        frame.write_parquet(tmp, statistics=False)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Temp file (named for its writer, so later writers sweep it if this one is killed),
+    fsync, rename; a full or read-only disk raises `StorageError` naming the part."""
+    atomic_write_parquet(frame, target, statistics=False, fsync=True)
 
 
 @contextlib.contextmanager

@@ -7,6 +7,13 @@ bound to 127.0.0.1 only (it has no authentication), and everyone reaches it by U
 `<data_dir>/milvus-server.json` records its pid and port; `<data_dir>/milvus-server.lock`
 (an flock) makes concurrent callers start exactly one. A recorded server is reused while its
 process lives and its port answers; otherwise a new one is started on a free port.
+
+A recorded server is used (or stopped) only if it belongs to THIS data directory: the state
+file must name this directory's resolved Milvus path and carry this directory's identity token,
+and the process must be a Milvus Lite server of that path. The token lives in
+`<data_dir>/milvus-identity.json` with the directory's resolved path, device and inode; a copy
+(``cp -a``), a restored backup or a moved directory no longer matches them and mints its own
+token, so it starts its own server and ``memflow stop`` on it never touches the original's.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from resources.vector.base import VectorStoreError
 
 HOST = "127.0.0.1"
 STATE_FILE = "milvus-server.json"
+IDENTITY_FILE = "milvus-identity.json"
 LOCK_FILE = "milvus-server.lock"
 LOG_FILE = "milvus-server.log"
 DATA_SUBDIR = "milvus"
@@ -44,7 +52,8 @@ _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 class LiteServer:
     pid: int
     port: int
-    data_dir: str
+    data_dir: str  # the resolved `<data_dir>/milvus` it serves
+    token: str = ""  # the identity token of the data directory that started it
 
     @property
     def uri(self) -> str:
@@ -72,22 +81,66 @@ def _locked(data_dir: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]
         os.close(fd)  # closing releases the flock
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid: int, milvus_dir: str | None = None) -> bool:
+    """The process lives and is a Milvus Lite server (of `milvus_dir`, when given)."""
     child = _CHILDREN.get(pid)
     if child is not None:
-        return child.poll() is None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+        if child.poll() is not None:
+            return False
+    else:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
     try:  # a zombie still answers kill(0); a reused pid runs something else
         stat = Path(f"/proc/{pid}/stat").read_text()
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return True  # no /proc (macOS): trust kill(0)
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z" and b"milvus_lite" in cmdline
+    if stat.rsplit(")", 1)[-1].split()[0] == "Z" or b"milvus_lite" not in cmdline:
+        return False
+    return milvus_dir is None or os.fsencode(milvus_dir) in cmdline.split(b"\0")
+
+
+def _dir_identity(root: Path) -> dict[str, object]:
+    st = os.stat(root)
+    return {"path": str(root), "dev": st.st_dev, "ino": st.st_ino}
+
+
+def _read_token(root: Path) -> str | None:
+    """This data directory's identity token; None when absent or written for another
+    directory (this one is a copy, a restore or was moved)."""
+    try:
+        raw = json.loads((root / IDENTITY_FILE).read_text())
+        here = _dir_identity(root)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict) or any(raw.get(k) != v for k, v in here.items()):
+        return None
+    token = raw.get("token")
+    return token if isinstance(token, str) and token else None
+
+
+def _token(root: Path) -> str:
+    """The identity token, minted when missing or not this directory's. Call under the lock."""
+    token = _read_token(root)
+    if token is None:
+        token = os.urandom(16).hex()
+        tmp = root / f".{IDENTITY_FILE}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps({**_dir_identity(root), "token": token}))
+        os.replace(tmp, root / IDENTITY_FILE)
+    return token
+
+
+def _belongs(server: LiteServer | None, root: Path, token: str | None) -> bool:
+    """The recorded server is this directory's: its path and its token. A record written
+    before tokens existed (no token) is judged by its path alone; callers check that the
+    process serves that path, and `ensure_lite_server` then records the token."""
+    if server is None or token is None or server.data_dir != str(root / DATA_SUBDIR):
+        return False
+    return server.token in ("", token)
 
 
 def _answers(port: int, timeout_s: float = 1.0) -> bool:
@@ -114,8 +167,10 @@ def _free_port(preferred: int | None = None) -> int:
 def _read_state(data_dir: Path) -> LiteServer | None:
     try:
         raw = json.loads((data_dir / STATE_FILE).read_text())
-        return LiteServer(int(raw["pid"]), int(raw["port"]), str(raw["data_dir"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        return LiteServer(
+            int(raw["pid"]), int(raw["port"]), str(raw["data_dir"]), str(raw.get("token") or "")
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -133,19 +188,31 @@ def _log_tail(data_dir: Path, size: int = 2000) -> str:
 
 
 def running_lite_server(data_dir: str | os.PathLike[str]) -> LiteServer | None:
-    """The live server recorded for `data_dir`, or None."""
-    server = _read_state(Path(data_dir))
-    if server and _alive(server.pid) and _answers(server.port):
+    """The live server of `data_dir` (recorded there, and belonging to it), or None."""
+    root = Path(data_dir).resolve()
+    server = _read_state(root)
+    if (
+        server is not None
+        and _belongs(server, root, _read_token(root))
+        and _alive(server.pid, server.data_dir)
+        and _answers(server.port)
+    ):
         return server
     return None
 
 
-def _start(data_dir: Path, timeout_s: float, port_hint: int | None) -> LiteServer:
+def _server_command(milvus_dir: Path, port: int) -> list[str]:
+    return [
+        *(sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(milvus_dir)),
+        *("--host", HOST, "--port", str(port), "--max-workers", "8"),
+    ]
+
+
+def _start(data_dir: Path, timeout_s: float, port_hint: int | None, token: str) -> LiteServer:
     milvus_dir = data_dir / DATA_SUBDIR
     milvus_dir.mkdir(parents=True, exist_ok=True)
     port = _free_port(port_hint)
-    cmd = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(milvus_dir)]
-    cmd += ["--host", HOST, "--port", str(port), "--max-workers", "8"]
+    cmd = _server_command(milvus_dir, port)
     with open(data_dir / LOG_FILE, "ab") as log:
         proc = subprocess.Popen(
             cmd,
@@ -165,7 +232,7 @@ def _start(data_dir: Path, timeout_s: float, port_hint: int | None) -> LiteServe
                 f"{_log_tail(data_dir)}"
             )
         if _answers(port, 0.5):
-            return LiteServer(proc.pid, port, str(milvus_dir))
+            return LiteServer(proc.pid, port, str(milvus_dir), token)
         time.sleep(0.1)
     _terminate(proc.pid)
     raise VectorStoreError(
@@ -183,12 +250,18 @@ def ensure_lite_server(
     if server is not None:
         return server.uri
     with _locked(root):
+        token = _token(root)
         server = running_lite_server(root)  # another process may have started it meanwhile
+        if server is not None and not server.token:
+            server = LiteServer(server.pid, server.port, server.data_dir, token)
+            _write_state(root, server)  # adopt a server recorded before tokens existed
         if server is None:
             stale = _read_state(root)
-            if stale is not None and _alive(stale.pid):
+            ours = _belongs(stale, root, token)
+            if stale is not None and ours and _alive(stale.pid, stale.data_dir):
                 _terminate(stale.pid)  # alive but not answering: it holds the data lock
-            server = _start(root, timeout_s, stale.port if stale else None)
+            # A server recorded by another directory (this one is a copy) is left alone.
+            server = _start(root, timeout_s, stale.port if stale and ours else None, token)
             _write_state(root, server)
     return server.uri
 
@@ -212,13 +285,18 @@ def _terminate(pid: int, timeout_s: float = STOP_TIMEOUT_S) -> None:
 
 
 def stop_lite_server(data_dir: str | os.PathLike[str]) -> bool:
-    """Stop the server recorded for `data_dir`; True if one was running."""
+    """Stop the server of `data_dir`; True if one was running. A server the state file records
+    for another directory (this one is a copy of it) is never stopped; its record is dropped."""
     root = Path(data_dir).resolve()
     if not (root / STATE_FILE).exists():
         return False
     with _locked(root):
         server = _read_state(root)
-        was_running = server is not None and _alive(server.pid)
+        was_running = (
+            server is not None
+            and _belongs(server, root, _token(root))
+            and _alive(server.pid, server.data_dir)
+        )
         if server is not None and was_running:
             _terminate(server.pid)
         with contextlib.suppress(FileNotFoundError):

@@ -252,7 +252,7 @@ def test_any_bad_triple_rejects_the_request_with_every_reason(
         2: "predicate_not_upper_snake_case",
         3: "confidence_below_0.6",
         4: "name_too_long",
-        5: "bad_valid_from",
+        5: "valid_from_unparsed",
         6: "not_an_object",
         7: "name_redacted_entirely",
     }

@@ -23,6 +23,7 @@ from memflow.landing import (
     read_landing_file,
     scope_of_file,
 )
+from schemas.ids import turn_key
 from schemas.scope import Scope, ScopeError
 
 TRIPLES = {"triples": [{"subject": "payments-api", "predicate": "USES", "object": "Valkey 8"}]}
@@ -87,6 +88,7 @@ def test_good_turns_are_read_with_every_column(tmp_path: Path) -> None:
     assert read.records == 2
     rows = read.turns.to_dicts()
     assert rows[0] | {"ts": None} == {
+        "turn_key": turn_key("acme", "api", "s-1", "t-1"),
         "tenant_id": "acme",
         "ns": "api",
         "day": "2026-11-03",
@@ -282,7 +284,7 @@ def test_a_too_long_last_line_without_newline(tmp_path: Path) -> None:
     assert read.rejects.select("reason", "line_no").rows() == [("line_too_long", 2)]
 
 
-def test_long_records_are_clipped_without_a_partial_token(tmp_path: Path) -> None:
+def test_long_records_are_redacted_then_clipped_without_a_partial_token(tmp_path: Path) -> None:
     prefix = encode(turn(2, role="system", content="")).decode()
     head = prefix[: prefix.index('"content": "') + len('"content": "')]
     filler = "word " * ((MAX_RECORD_CHARS - 10 - len(head)) // 5)
@@ -291,9 +293,9 @@ def test_long_records_are_clipped_without_a_partial_token(tmp_path: Path) -> Non
     path = write(tmp_path, [bad])
     record = read_landing_file(path, tmp_path).rejects["record"][0]
     assert len(record) <= MAX_RECORD_CHARS
-    assert encode(bad).decode().startswith(record)
-    assert "AKIA" not in record  # the key straddled the cut: dropped whole, not halved
-    assert record.endswith("word")
+    assert "AKIA" not in record  # the key straddled the cut: redacted first, never halved
+    assert record.startswith(head + "word word")
+    assert "[REDACTED" not in record or record.rstrip().endswith("]")
 
 
 # ------------------------------------------------------------------------------------ parquet

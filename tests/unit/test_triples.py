@@ -67,10 +67,6 @@ def test_a_good_explicit_triple_gets_defaults_and_provenance() -> None:
             Reason.CONFIDENCE_INVALID,
         ),
         (
-            {"subject": "a", "predicate": "USES", "object": "b", "valid_from": "2026-11-03"},
-            Reason.BAD_VALID_FROM,
-        ),
-        (
             {"subject": "a", "predicate": "USES", "object": "b", "supersedes": 42},
             Reason.BAD_SUPERSEDES,
         ),
