@@ -89,7 +89,8 @@ import orjson
 import polars as pl
 
 from schemas import ids
-from schemas.redaction import redact
+from schemas.redaction import redact_id as _redact_id
+from schemas.redaction import redact_record as _redact_record
 from schemas.rules import (
     DEFAULT_TIME_WINDOW,
     EPOCH,
@@ -101,15 +102,6 @@ from schemas.rules import (
 )
 from schemas.scope import Scope, ScopeError
 from schemas.tables import LANDING_PROBLEMS, QUARANTINE, RAW_TURNS
-
-try:  # the redaction branch provides these; until then the fallbacks below apply
-    from schemas.redaction import redact_record as _redact_record  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - depends on the redaction module's version
-    _redact_record = None
-try:
-    from schemas.redaction import redact_id as _redact_id  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - depends on the redaction module's version
-    _redact_id = None
 
 JSONL_SUFFIX = ".jsonl"
 PARQUET_SUFFIX = ".parquet"
@@ -146,24 +138,20 @@ _PARQUET_FIELDS = (*_ID_FIELDS, "content", "tool_name", "tool_input")
 
 def _record(raw: str | bytes) -> str:
     """The one way a raw line (row) becomes a quarantine ``record``: redacted, then clipped to
-    `MAX_RECORD_CHARS` without a partial token. Uses `schemas.redaction.redact_record` where
-    the redaction module has it (it also finds JSON-escaped secrets)."""
+    `MAX_RECORD_CHARS` (`schemas.redaction.redact_record`, which also finds JSON-escaped
+    secrets and clips after redacting)."""
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
-    if _redact_record is not None:
-        return _redact_record(text, MAX_RECORD_CHARS)
-    return _clip(redact(text) or "")
+    return _redact_record(text, MAX_RECORD_CHARS)
 
 
 def _id(value: str) -> str:
     """The one way an id-like field (session_id, turn_id, client, a file name) leaves this
-    module: with any secret replaced (`schemas.redaction.redact_id`, which keeps ids unique),
-    where the redaction module has it."""
-    return value if _redact_id is None else _redacted_id(value)
+    module: with any secret replaced (`schemas.redaction.redact_id`, which keeps ids unique)."""
+    return _redacted_id(value)
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _redacted_id(value: str) -> str:
-    assert _redact_id is not None
     return _redact_id(value)
 
 
@@ -175,20 +163,6 @@ def _text(name: str) -> str:
     except UnicodeEncodeError:
         return os.fsencode(name).decode("utf-8", errors="backslashreplace")
     return name
-
-
-def _clip(text: str) -> str:
-    """At most `MAX_RECORD_CHARS`, ending neither inside a token nor inside a placeholder."""
-    if len(text) <= MAX_RECORD_CHARS:
-        return text
-    text = text[:MAX_RECORD_CHARS]
-    start = text.rfind("[REDACTED")
-    if start >= 0 and "]" not in text[start:]:
-        text = text[:start]
-    end = 0
-    for match in _TOKEN_END.finditer(text):
-        end = match.start()
-    return text[:end]
 
 
 # ---------------------------------------------------------------------------------- discovery
