@@ -76,7 +76,6 @@ import functools
 import hashlib
 import io
 import os
-import re
 import stat
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator
@@ -126,9 +125,6 @@ _BOM = b"\xef\xbb\xbf"
 _CHUNK = 1 << 20
 # A too-long line keeps this much of its head for the record (redacted, then clipped).
 _LONG_LINE_HEAD = 1 << 16
-# Where a clipped record may end, so that it never ends in part of a token (a secret cut in two
-# would no longer be recognisable to the redactor).
-_TOKEN_END = re.compile(r"[\s\"',:;=(){}\[\]<>\\]")
 _ID_FIELDS = ("org", "repo", "session_id", "turn_id", "ts", "role", "client")
 _PARQUET_FIELDS = (*_ID_FIELDS, "content", "tool_name", "tool_input")
 
