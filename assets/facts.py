@@ -30,6 +30,7 @@ from memflow.facts import build_facts
 from resources.configurable import Storage
 from schemas import rules
 from schemas.contracts import EntityContract, FactContract
+from schemas.rules import SEVERITY_WARNING
 from schemas.tables import QUARANTINE, TRIPLES, Asset, conform
 
 
@@ -46,7 +47,13 @@ from schemas.tables import QUARANTINE, TRIPLES, Asset, conform
         ),
         Asset.QUARANTINE: AssetOut(
             io_manager_key="tables",
-            description="Every rejected line, item and triple of the tenant, with a reason.",
+            description="Every rejected line, item and triple of the tenant, with a reason; "
+            "severity error (not stored) or warning (stored, with a caveat).",
+        ),
+        Asset.FACT_MERGES: AssetOut(
+            io_manager_key="tables",
+            description="Triples that repeated a fact: their spelling (kept as an alias), "
+            "confidence and provenance, and the fact they were merged into.",
         ),
     },
     partitions_def=scope_partitions,
@@ -65,6 +72,12 @@ from schemas.tables import QUARANTINE, TRIPLES, Asset, conform
             blocking=True,
             description="Stored entities meet EntityContract (unique ids, 120-character "
             "names, caps, no secrets).",
+        ),
+        AssetCheckSpec(
+            "triples_accounted",
+            asset=Asset.VALIDATED_FACTS,
+            description="Every triple is a stored fact, merged into one, or quarantined: "
+            "triples in = facts (stored + new) + merged + rejects, for every tenant of the run.",
         ),
         AssetCheckSpec(
             "cap_usage",
@@ -87,6 +100,8 @@ def validated_facts(
     facts_out: dict[str, pl.DataFrame] = {}
     entities_out: dict[str, pl.DataFrame] = {}
     quarantine_out: dict[str, pl.DataFrame] = {}
+    merges_out: dict[str, pl.DataFrame] = {}
+    unbalanced: dict[str, dict[str, int]] = {}
     for scope in run_scopes(context):
         started = time.perf_counter()
         key = scope.key
@@ -113,21 +128,31 @@ def validated_facts(
             ]
         ).unique("reject_id", keep="first", maintain_order=True)
         facts_out[key], entities_out[key], quarantine_out[key] = facts, entities, quarantine
-        reasons = count_reasons(quarantine)
+        merges_out[key] = built.merges
+        counts = built.counts
+        if not built.balanced:
+            unbalanced[key] = counts
+        reasons = count_reasons(quarantine.filter(pl.col("severity") != SEVERITY_WARNING))
+        warnings = count_reasons(quarantine.filter(pl.col("severity") == SEVERITY_WARNING))
         capped = bool(reasons.get(rules.Reason.FACT_CAP) or reasons.get(rules.Reason.ENTITY_CAP))
         tables.record_summary(
             Asset.VALIDATED_FACTS,
             scope,
-            {"facts": facts.height, "entities": entities.height, "capped": int(capped)},
+            {
+                "facts": facts.height,
+                "entities": entities.height,
+                "capped": int(capped),
+                **counts,
+                "contract_rejects": fact_rejects.height + entity_rejects.height,
+            },
         )
         tenant_metadata(
             context,
             Asset.VALIDATED_FACTS,
             scope,
             {
-                "triples_in": triples.height,
+                **counts,
                 "rows_out": facts.height,
-                "new_facts": built.new_facts,
                 "superseded": built.superseded,
                 "contract_rejects": fact_rejects.height,
                 "rejects_by_reason": by_reason(reasons),
@@ -158,6 +183,7 @@ def validated_facts(
             {
                 "rows_out": quarantine.height,
                 "rejects_by_reason": by_reason(reasons),
+                "warnings_by_reason": by_reason(warnings),
                 "preview": preview(
                     quarantine, ["stage", "reason", "detail", "source_file", "line_no"]
                 ),
@@ -167,8 +193,16 @@ def validated_facts(
     yield Output(facts_out, output_name=Asset.VALIDATED_FACTS)
     yield Output(entities_out, output_name=Asset.ENTITIES)
     yield Output(quarantine_out, output_name=Asset.QUARANTINE)
+    yield Output(merges_out, output_name=Asset.FACT_MERGES)
     yield contract_check("fact_contract", Asset.VALIDATED_FACTS, FactContract, facts_out)
     yield contract_check("entity_contract", Asset.ENTITIES, EntityContract, entities_out)
+    yield AssetCheckResult(
+        check_name="triples_accounted",
+        asset_key=Asset.VALIDATED_FACTS,
+        passed=not unbalanced,
+        severity=AssetCheckSeverity.ERROR,
+        metadata={"unbalanced": MetadataValue.json(unbalanced)},
+    )
     yield _cap_usage(tables.summaries(Asset.VALIDATED_FACTS))
 
 

@@ -89,9 +89,7 @@ def raw_turns(context: AssetExecutionContext, storage: Storage):
             stored_table(storage, Asset.TURN_REJECTS, scope),
             stored_table(storage, Asset.LANDING_FILES, scope),
         )
-        update = ingest_turns(
-            storage.landing, scope, found.get(scope, []), previous, now, window
-        )
+        update = ingest_turns(storage.landing, scope, found.get(scope, []), previous, now, window)
         tables = update.tables
         fresh = tables.turns.join(previous.turns.select("turn_key"), on="turn_key", how="anti")
         _, contract_rejects = quarantine_contract_failures(fresh, TurnContract, scope, "landing")

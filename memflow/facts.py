@@ -8,6 +8,8 @@ supersession (the old fact is closed at the replacement's `valid_from` and linke
 
 Every triple given is accounted for, exactly once (`FactsBuild.balanced`):
 
+- ``stored``: it is the source of a fact an earlier run stored (the stage sees the tenant's
+  whole triples table on every run);
 - ``facts_new``: it became a new fact (the oldest triple of its subject/predicate/object);
 - ``merged``: it repeats the subject/predicate/object of a stored fact or of a fact another
   triple of this batch created. Its spellings become aliases of the entities, its confidence
@@ -45,6 +47,7 @@ class FactsBuild:
     new_entities: int = 0
     superseded: int = 0
     triples_in: int = 0  # rows of the triples table given
+    stored: int = 0  # triples that are the source of a fact stored by an earlier run
     merged: int = 0  # triples merged into a stored fact or a fact of this batch
     rejected: int = 0  # triples quarantined with severity error
     warnings: int = 0  # quarantine rows of severity warning (their facts were stored)
@@ -53,9 +56,10 @@ class FactsBuild:
 
     @property
     def counts(self) -> dict[str, int]:
-        """triples_in = facts_new + merged + rejects, plus warnings (for run metadata)."""
+        """triples_in = facts_stored + facts_new + merged + rejects, plus warnings."""
         return {
             "triples_in": self.triples_in,
+            "facts_stored": self.stored,
             "facts_new": self.new_facts,
             "merged": self.merged,
             "rejects": self.rejected,
@@ -64,7 +68,7 @@ class FactsBuild:
 
     @property
     def balanced(self) -> bool:
-        return self.triples_in == self.new_facts + self.merged + self.rejected
+        return self.triples_in == self.stored + self.new_facts + self.merged + self.rejected
 
 
 def _reject_rows(
@@ -202,10 +206,16 @@ def build_facts(
             reject_rows.extend(_reject_rows(scope, [row]))
         rejected.update(over["reason"].to_list())
 
+    # A stored fact's own source triple comes back on every run (the stage sees the tenant's
+    # whole triples table): it is that fact, not a merge.
+    stored_sources = set(prev_f["triple_id"].drop_nulls().to_list())
     # The rest repeat a stored fact or a fact admitted from this batch: merged, not lost.
     merges = good.filter(
-        pl.col("fact_id").is_in(list(stored_ids))
-        | ((pl.col("_rank") > 0) & ~pl.col("fact_id").is_in(list(capped)))
+        (
+            pl.col("fact_id").is_in(list(stored_ids))
+            | ((pl.col("_rank") > 0) & ~pl.col("fact_id").is_in(list(capped)))
+        )
+        & ~pl.col("triple_id").is_in(list(stored_sources))
     ).with_columns(
         pl.when(pl.col("fact_id").is_in(list(stored_ids)))
         .then(pl.lit("stored"))
@@ -243,6 +253,7 @@ def build_facts(
         new_entities=entities.height - prev_e.height,
         superseded=superseded,
         triples_in=triples.height,
+        stored=good.filter(pl.col("triple_id").is_in(list(stored_sources))).height,
         merged=merges.height,
         rejected=sum(rejected.values()),
         warnings=sum(warnings.values()),

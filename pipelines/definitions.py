@@ -6,16 +6,18 @@ from dagster import Definitions, in_process_executor
 
 from assets.embeddings import embedding_model, entity_embeddings
 from assets.facts import validated_facts
+from assets.landing import landing_problems
 from assets.sinks import graph_sink, vector_sink
 from assets.triples import extracted_triples, extraction_model
 from assets.turns import raw_turns
-from pipelines.jobs import ingest_job, observe_models, tenant_job
+from pipelines.jobs import ingest_job, survey_job, tenant_job
 from pipelines.resources import env_resources
 from pipelines.sensors import landing_sensor, split_failed_batches
 
 ALL_ASSETS = [
     extraction_model,
     embedding_model,
+    landing_problems,
     raw_turns,
     extracted_triples,
     validated_facts,
@@ -26,7 +28,7 @@ ALL_ASSETS = [
 
 defs = Definitions(
     assets=ALL_ASSETS,
-    jobs=[ingest_job, tenant_job, observe_models],
+    jobs=[ingest_job, tenant_job, survey_job],
     sensors=[landing_sensor, split_failed_batches],
     resources=env_resources(),
     # One process per run: a step process per asset costs seconds of imports each, which

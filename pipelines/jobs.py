@@ -17,6 +17,7 @@ ALL_TENANT_ASSETS = AssetSelection.assets(
     Asset.VALIDATED_FACTS,
     Asset.ENTITIES,
     Asset.QUARANTINE,
+    Asset.FACT_MERGES,
     Asset.ENTITY_EMBEDDINGS,
     Asset.GRAPH_SINK,
     Asset.VECTOR_SINK,
@@ -25,6 +26,7 @@ TENANT_ASSETS = AssetSelection.assets(
     Asset.VALIDATED_FACTS,
     Asset.ENTITIES,
     Asset.QUARANTINE,
+    Asset.FACT_MERGES,
     Asset.ENTITY_EMBEDDINGS,
     Asset.GRAPH_SINK,
     Asset.VECTOR_SINK,
@@ -45,9 +47,13 @@ tenant_job = define_asset_job(
     description="Triples of a tenant -> validated facts, entities, quarantine -> embeddings -> "
     "graph and vector sinks. Select many tenants to rebuild them in one run.",
 )
-observe_models = define_asset_job(
-    "observe_models",
-    selection=AssetSelection.assets(Asset.EXTRACTION_MODEL, Asset.EMBEDDING_MODEL),
-    description="Observe the configured extraction and embedding models: a changed identity "
-    "marks extracted_triples or entity_embeddings stale. `memflow run` starts with it.",
+survey_job = define_asset_job(
+    "survey_job",
+    selection=AssetSelection.assets(
+        Asset.EXTRACTION_MODEL, Asset.EMBEDDING_MODEL, Asset.LANDING_PROBLEMS
+    ),
+    description="Observe the configured extraction and embedding models (a changed identity "
+    "marks extracted_triples or entity_embeddings stale) and list what the landing zone holds "
+    "that no tenant reads. `memflow run` starts with it; the landing sensor requests it when "
+    "the landing zone's problems change.",
 )

@@ -24,7 +24,9 @@ from assets.partitions import TENANTS
 from memflow import landing
 from pipelines.batches import MAX_TENANTS, SOURCE_TAG, batch_ranges, range_tags, split_range
 from pipelines.definitions import defs
+from resources.tables import TableStore
 from schemas.scope import Scope
+from schemas.tables import Asset
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,18 @@ def _first_failure(result) -> tuple[str, str]:
     return "?", "the run failed before any step"
 
 
+def _problems(data_dir: str) -> list[str]:
+    """The landing zone's problems as the survey stored them, one line each."""
+    frame = TableStore(data_dir).read_zone(Asset.LANDING_PROBLEMS)
+    if frame is None:
+        return []
+    out = []
+    for row in frame.iter_rows(named=True):
+        held = "" if row["lines"] is None else f", {row['lines']} lines not read"
+        out.append(f"{row['path']}: {row['reason']}{held} ({row['detail']})")
+    return out
+
+
 def run_all(
     landing_dir: str,
     data_dir: str,
@@ -99,18 +113,17 @@ def run_all(
     quiet_dagster()
     instance = instance_for(data_dir)
     home = os.environ["DAGSTER_HOME"]
+    survey: JobDefinition = defs.resolve_job_def("survey_job")
+    survey.execute_in_process(instance=instance, run_config=QUIET, tags=CLI_TAGS)
     found = landing.discover(Path(landing_dir))
-    problems = [f"{p.path}: {p.reason} ({p.detail})" for p in found.problems]
     scopes = [s for s in found if tenants is None or s.key in tenants]
-    outcome = RunOutcome(scopes, 0, 0.0, problems, dagster_home=home)
+    outcome = RunOutcome(scopes, 1, 0.0, _problems(data_dir), dagster_home=home)
     if not scopes:
         outcome.seconds = time.perf_counter() - started
         return outcome
 
     known = set(instance.get_dynamic_partitions(TENANTS))
     instance.add_dynamic_partitions(TENANTS, [s.key for s in scopes if s.key not in known])
-    models: JobDefinition = defs.resolve_job_def("observe_models")
-    models.execute_in_process(instance=instance, run_config=QUIET, tags=CLI_TAGS)
 
     job: JobDefinition = defs.resolve_job_def("ingest_job")
     ordered = instance.get_dynamic_partitions(TENANTS)

@@ -35,27 +35,35 @@ from pipelines.batches import (
     range_tags,
     split_range,
 )
-from pipelines.jobs import ingest_job
+from pipelines.jobs import ingest_job, survey_job
 from resources.configurable import Storage
+
+PROBLEMS_KEY = "\x00problems"  # cursor entry: a digest of the landing zone's problems
 
 
 def scan_landing(
     root: Path, cursor: dict[str, dict], known_tenants: set[str]
 ) -> tuple[list[str], dict[str, str], dict[str, dict]]:
     """(new tenant keys, {changed tenant: digest of its changed files}, new cursor) for files
-    new or changed since `cursor` (path -> fingerprint dict). Pure, so tests call it without a
-    Dagster instance."""
+    new or changed since `cursor` (path -> fingerprint dict; `PROBLEMS_KEY` holds a digest of
+    the problems `discover` met). Pure, so tests call it without a Dagster instance."""
     found = landing.discover(root)
-    new_cursor: dict[str, dict] = {}
+    digest = hashlib.sha256(
+        "\n".join(sorted(f"{p.path}|{p.reason}" for p in found.problems)).encode()
+    ).hexdigest()
+    new_cursor: dict[str, dict] = {PROBLEMS_KEY: {"sha256": digest}}
     new_tenants: list[str] = []
     changed: dict[str, str] = {}
     for scope, files in found.items():
         for path in files:
             rel = landing.relative_name(path, root)
             previous = cursor.get(rel)
-            fp = landing.fingerprint(
-                path, root, landing.FileFingerprint.from_dict(previous) if previous else None
-            )
+            try:
+                fp = landing.fingerprint(
+                    path, root, landing.FileFingerprint.from_dict(previous) if previous else None
+                )
+            except landing.LandingFileError:
+                continue  # replaced by something that is not a regular file: the reader says so
             new_cursor[rel] = fp.as_dict()
             if previous and previous.get("sha256") == fp.sha256:
                 continue
@@ -71,12 +79,17 @@ def _run_key(first: str, last: str, changed: dict[str, str], ordered: list[str])
     return f"{first}..{last}|{digest[:16]}"
 
 
+def problems_changed(cursor: dict[str, dict], new_cursor: dict[str, dict]) -> bool:
+    return cursor.get(PROBLEMS_KEY) != new_cursor.get(PROBLEMS_KEY)
+
+
 @sensor(
-    job=ingest_job,
+    jobs=[ingest_job, survey_job],
     minimum_interval_seconds=5,
     default_status=DefaultSensorStatus.RUNNING,
     description="Watches the landing zone: adds tenant partitions and requests ingest_job runs "
-    "over ranges of the tenants whose files are new or changed (many tenants per run).",
+    "over ranges of the tenants whose files are new or changed (many tenants per run), and a "
+    "survey_job run when what the zone holds that no tenant reads changes.",
 )
 def landing_sensor(context: SensorEvaluationContext, storage: Storage):
     root = storage.landing
@@ -85,18 +98,29 @@ def landing_sensor(context: SensorEvaluationContext, storage: Storage):
     cursor = json.loads(context.cursor) if context.cursor else {}
     known = context.instance.get_dynamic_partitions(TENANTS)
     new_tenants, changed, new_cursor = scan_landing(root, cursor, set(known))
-    if not changed:
+    survey = problems_changed(cursor, new_cursor)
+    if not changed and not survey:
         context.update_cursor(json.dumps(new_cursor, sort_keys=True))
         return SkipReason("no new or changed landing files")
     ordered = [*known, *new_tenants]
-    return SensorResult(
-        run_requests=[
+    requests = [
+        RunRequest(
+            run_key=_run_key(first, last, changed, ordered),
+            job_name=ingest_job.name,
+            tags={**range_tags(first, last), SOURCE_TAG: "landing_sensor"},
+        )
+        for first, last in batch_ranges(ordered, changed)
+    ]
+    if survey:
+        requests.append(
             RunRequest(
-                run_key=_run_key(first, last, changed, ordered),
-                tags={**range_tags(first, last), SOURCE_TAG: "landing_sensor"},
+                run_key=f"survey|{new_cursor[PROBLEMS_KEY]['sha256'][:16]}",
+                job_name=survey_job.name,
+                tags={SOURCE_TAG: "landing_sensor"},
             )
-            for first, last in batch_ranges(ordered, changed)
-        ],
+        )
+    return SensorResult(
+        run_requests=requests,
         dynamic_partitions_requests=[scope_partitions.build_add_request(new_tenants)]
         if new_tenants
         else [],

@@ -10,6 +10,7 @@ import polars as pl
 
 from resources.settings import Settings
 from resources.tables import TableStore
+from schemas.rules import SEVERITY_WARNING
 from schemas.scope import Scope
 from schemas.tables import TABLES, Asset, conform, empty
 
@@ -26,13 +27,20 @@ def table_rows(tables: TableStore, scope: Scope) -> dict[str, int]:
 
 
 def tenant_summary(tables: TableStore, scope: Scope) -> dict[str, Any]:
+    """Rows per stage and the two balances: landing lines in = turns + landing rejects, and
+    triples in = facts (stored earlier + new) + merged + rejects (as of the last run)."""
     rows = table_rows(tables, scope)
     quarantine = _read(tables, Asset.QUARANTINE, scope)
-    reasons = Counter(quarantine["reason"].to_list())
+    warning = pl.col("severity") == SEVERITY_WARNING
+    reasons = Counter(quarantine.filter(~warning)["reason"].to_list())
+    warnings = Counter(quarantine.filter(warning)["reason"].to_list())
     log = _read(tables, Asset.EXTRACTION_LOG, scope)
     files = _read(tables, Asset.LANDING_FILES, scope)
     lines_in = int(files["records"].sum() or 0)
     landing_rejects = _read(tables, Asset.TURN_REJECTS, scope).height
+    last = tables.summaries(Asset.VALIDATED_FACTS).get(scope.key, {})
+    triples = {k: last.get(k, 0) for k in ("triples_in", "facts_stored", "facts_new", "merged")}
+    triples["rejects"] = last.get("rejects", 0)
     return {
         "tenant": scope.key,
         "lines_in": lines_in,
@@ -40,10 +48,15 @@ def tenant_summary(tables: TableStore, scope: Scope) -> dict[str, Any]:
         "landing_rejects": landing_rejects,
         "lines_accounted": lines_in == rows[Asset.RAW_TURNS] + landing_rejects,
         "triples": rows[Asset.EXTRACTED_TRIPLES],
+        "triples_balance": triples,
+        "triples_accounted": triples["triples_in"]
+        == triples["facts_stored"] + triples["facts_new"] + triples["merged"] + triples["rejects"],
         "facts": rows[Asset.VALIDATED_FACTS],
         "entities": rows[Asset.ENTITIES],
-        "rejects": rows[Asset.QUARANTINE],
+        "rejects": quarantine.height - sum(warnings.values()),
+        "warnings": sum(warnings.values()),
         "rejects_by_reason": dict(sorted(reasons.items())),
+        "warnings_by_reason": dict(sorted(warnings.items())),
         "text_turns_awaiting_extraction": log.filter(pl.col("model") == "none").height,
     }
 
@@ -63,6 +76,15 @@ def format_summary(rows: list[dict[str, Any]]) -> str:
                 f"    NOT ACCOUNTED: {r['lines_in']} lines read, but {r['turns']} turns + "
                 f"{r['landing_rejects']} landing rejects"
             )
+        if not r["triples_accounted"]:
+            b = r["triples_balance"]
+            lines.append(
+                f"    NOT ACCOUNTED: {b['triples_in']} triples in, but {b['facts_stored']} + "
+                f"{b['facts_new']} facts + {b['merged']} merged + {b['rejects']} rejects"
+            )
+        if r.get("warnings_by_reason"):
+            warned = ", ".join(f"{k} {v}" for k, v in r["warnings_by_reason"].items())
+            lines.append(f"    warnings (facts kept): {warned}")
         if r["rejects_by_reason"]:
             reasons = ", ".join(f"{k} {v}" for k, v in r["rejects_by_reason"].items())
             lines.append(f"    rejects by reason: {reasons}")
@@ -123,6 +145,7 @@ def status(cfg: Settings) -> dict[str, Any]:
             entry: dict[str, Any] = {
                 "tenant": scope.key,
                 "tables": rows,
+                "accounting": tenant_summary(tables, scope),
                 "graph": {
                     "backend": graph.backend,
                     **graph.counts(scope),
@@ -130,7 +153,7 @@ def status(cfg: Settings) -> dict[str, Any]:
                     "diff": graph_diff,
                 },
                 "vectors": {m: {"dim": d, "vectors": n} for m, (d, n) in models.items()},
-                Asset.EMBEDDING_MODEL: model,
+                "embedding_model": model,
             }
             if model:
                 table = vector_table(
@@ -152,7 +175,7 @@ def status(cfg: Settings) -> dict[str, Any]:
     finally:
         graph.close()
         vectors.close()
-    return {"data_dir": data_dir, Asset.EMBEDDING_MODEL: model, "tenants": tenants}
+    return {"data_dir": data_dir, "embedding_model": model, "tenants": tenants}
 
 
 def format_status(report: dict[str, Any]) -> str:
@@ -160,8 +183,17 @@ def format_status(report: dict[str, Any]) -> str:
     for t in report["tenants"]:
         rows = t["tables"]
         g = t["graph"]
+        acc = t["accounting"]
+        b = acc["triples_balance"]
         lines.append(f"\n{t['tenant']}")
         lines.append("  tables: " + ", ".join(f"{k} {v}" for k, v in rows.items()))
+        lines.append(
+            f"  lines in {acc['lines_in']} = turns {acc['turns']} + rejects "
+            f"{acc['landing_rejects']}: {'yes' if acc['lines_accounted'] else 'NO'}; "
+            f"triples in {b['triples_in']} = facts {b['facts_stored']}+{b['facts_new']} + "
+            f"merged {b['merged']} + rejects {b['rejects']}: "
+            f"{'yes' if acc['triples_accounted'] else 'NO'}"
+        )
         lines.append(
             f"  graph ({g['backend']}): {g['entities']} entities, {g['facts']} facts; "
             f"equals table: {'yes' if g['equals_table'] else 'NO'}"

@@ -334,6 +334,19 @@ class TableStore:
     def _write_manifest(self, folder: Path, manifest: dict[str, str]) -> None:
         atomic_write_text(folder / MANIFEST, json.dumps(dict(sorted(manifest.items()))))
 
+    # ------------------------------------------------------------------- zone-wide tables
+
+    def zone_path(self, asset: str) -> Path:
+        """A table of the landing zone as a whole (no tenant): `tables/<asset>.parquet`."""
+        return self.root / f"{asset}.parquet"
+
+    def write_zone(self, df: pl.DataFrame, asset: str) -> Path:
+        return atomic_write_parquet(df, self.zone_path(asset))
+
+    def read_zone(self, asset: str) -> pl.DataFrame | None:
+        path = self.zone_path(asset)
+        return pl.read_parquet(path) if path.exists() else None
+
     # --------------------------------------------------------------- per-tenant summaries
 
     def record_summary(self, asset: str, scope: Scope, values: dict[str, int]) -> None:

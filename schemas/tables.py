@@ -24,7 +24,9 @@ class Asset:
     VALIDATED_FACTS: Final = "validated_facts"
     ENTITIES: Final = "entities"
     QUARANTINE: Final = "quarantine"
+    FACT_MERGES: Final = "fact_merges"
     ENTITY_EMBEDDINGS: Final = "entity_embeddings"
+    LANDING_PROBLEMS: Final = "landing_problems"
     GRAPH_SINK: Final = "graph_sink"
     VECTOR_SINK: Final = "vector_sink"
     EXTRACTION_MODEL: Final = "extraction_model"
@@ -212,6 +214,7 @@ TABLES: dict[str, dict[str, pl.DataType]] = {
     Asset.VALIDATED_FACTS: FACTS,
     Asset.ENTITIES: ENTITIES,
     Asset.QUARANTINE: QUARANTINE,
+    Asset.FACT_MERGES: FACT_MERGES,
     Asset.ENTITY_EMBEDDINGS: EMBEDDINGS,
 }
 PER_DAY: tuple[str, ...] = (Asset.RAW_TURNS, Asset.EXTRACTED_TRIPLES, Asset.EXTRACTION_LOG)

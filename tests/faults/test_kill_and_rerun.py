@@ -73,7 +73,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         ).wait(300)
         == 0
     )
-    assert child(w, "validated_facts", "entities", "quarantine").wait(300) == 0
+    assert child(w, "validated_facts", "entities", "quarantine", "fact_merges").wait(300) == 0
     yield w
     stop_lite_server(data)
 

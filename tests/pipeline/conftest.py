@@ -56,7 +56,7 @@ INGEST = [
     "extraction_rejects",
     "extraction_log",
 ]
-FACTS = ["validated_facts", "entities", "quarantine"]
+FACTS = ["validated_facts", "entities", "quarantine", "fact_merges"]
 DOWNSTREAM = [*FACTS, "entity_embeddings", "graph_sink", "vector_sink"]
 EVERYTHING = [*INGEST, *DOWNSTREAM]
 

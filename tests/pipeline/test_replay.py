@@ -27,6 +27,7 @@ PER_TENANT = [
     "validated_facts",
     "entities",
     "quarantine",
+    "fact_merges",
     "entity_embeddings",
     "graph_sink",
     "vector_sink",

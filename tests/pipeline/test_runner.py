@@ -33,18 +33,18 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def test_run_all_for_a_subset_of_tenants_then_all_in_one_run(env) -> None:
     landing, data = env
     first = run_all(str(landing), str(data), tenants=["globex/ml"])
-    assert [s.key for s in first.tenants] == ["globex/ml"] and first.runs == 1
+    assert [s.key for s in first.tenants] == ["globex/ml"] and first.runs == 2  # survey, ingest
     tables = TableStore(data)
     assert tables.read("validated_facts", Scope("globex", "ml")).height == 1
     assert tables.read("validated_facts", Scope("acme", "api")) is None
     both = run_all(str(landing), str(data))
-    assert both.runs == 1 and not both.failures
+    assert both.runs == 2 and not both.failures
     assert tables.read("validated_facts", Scope("acme", "api")).height == 3
 
     instance = DagsterInstance.get()
     runs = instance.get_runs(RunsFilter(tags={SOURCE_TAG: "cli"}))
     # The code location's own jobs, so the UI can re-execute them.
-    assert {r.job_name for r in runs} == {"ingest_job", "observe_models"}
+    assert {r.job_name for r in runs} == {"ingest_job", "survey_job"}
     assert all(r.status == DagsterRunStatus.SUCCESS for r in runs)
 
 
@@ -89,5 +89,5 @@ def test_one_failing_tenant_is_isolated_and_reported_and_the_rest_lands(
     for key in ("acme/api", "globex/ml", "initech/core"):
         assert tables.read("validated_facts", Scope.parse(key)).height >= 1, key
     assert tables.read("validated_facts", Scope("hooli", "core")) is None
-    # 4 tenants: the batch, its two halves, and the failing half's halves
-    assert outcome.runs == 5
+    # the survey; 4 tenants: the batch, its two halves, and the failing half's halves
+    assert outcome.runs == 6

@@ -16,7 +16,7 @@ from pipelines.batches import (
     range_keys,
     split_range,
 )
-from pipelines.sensors import landing_sensor, scan_landing
+from pipelines.sensors import PROBLEMS_KEY, landing_sensor, scan_landing
 from resources.configurable import Storage
 from tests.pipeline.landing_fixtures import save, write_jsonl
 
@@ -60,7 +60,8 @@ def test_sensor_adds_partitions_and_requests_one_run_for_both_tenants(
     ctx = build_sensor_context(instance=instance, resources={"storage": storage})
     result = landing_sensor(ctx)
     assert isinstance(result, SensorResult)
-    (request,) = result.run_requests
+    request, survey = result.run_requests
+    assert (request.job_name, survey.job_name) == ("ingest_job", "survey_job")
     (add,) = result.dynamic_partitions_requests
     assert list(add.partition_keys) == ["acme/api", "globex/ml"]
     assert (request.tags[RANGE_START_TAG], request.tags[RANGE_END_TAG]) == (
@@ -73,9 +74,24 @@ def test_sensor_adds_partitions_and_requests_one_run_for_both_tenants(
     )
     assert isinstance(landing_sensor(ctx2), SkipReason)
     assert set(json.loads(result.cursor)) == {
+        PROBLEMS_KEY,
         "acme/api/session-1.jsonl",
         "globex/ml/session-9.jsonl",
     }
+
+
+def test_a_new_problem_in_the_landing_zone_requests_a_survey_only(
+    instance, landing: Path, data_dir: Path
+) -> None:
+    storage = Storage(landing_dir=str(landing), data_dir=str(data_dir))
+    first = landing_sensor(build_sensor_context(instance=instance, resources={"storage": storage}))
+    instance.add_dynamic_partitions(TENANTS, ["acme/api", "globex/ml"])
+    (landing / "my org" / "r").mkdir(parents=True)
+    (landing / "my org" / "r" / "a.jsonl").write_text('{"org": "my org"}\n')
+    result = landing_sensor(
+        build_sensor_context(instance=instance, resources={"storage": storage}, cursor=first.cursor)
+    )
+    assert [r.job_name for r in result.run_requests] == ["survey_job"]
 
 
 def test_sensor_skips_a_missing_landing_zone(instance, tmp_path: Path) -> None:

@@ -86,6 +86,7 @@ def test_f9_the_merge_case_keeps_six_facts() -> None:
     assert built.facts.height == 6
     assert built.counts == {
         "triples_in": 6,
+        "facts_stored": 0,
         "facts_new": 6,
         "merged": 0,
         "rejects": 0,
@@ -106,6 +107,7 @@ def test_f9_the_100k_shape_scaled_down_is_fully_accounted_for() -> None:
     assert built.balanced
     assert built.counts == {
         "triples_in": 6_000,
+        "facts_stored": 0,
         "facts_new": rules.MAX_ENTITIES_PER_REPO // 2,
         "merged": 0,
         "rejects": 6_000 - rules.MAX_ENTITIES_PER_REPO // 2,
@@ -130,6 +132,7 @@ def test_a_repeated_fact_is_merged_with_its_spelling_and_provenance_kept() -> No
     built = build_facts(SCOPE, later, stored.facts, stored.entities)
     assert built.counts == {
         "triples_in": 4,
+        "facts_stored": 0,
         "facts_new": 1,
         "merged": 3,
         "rejects": 0,
@@ -174,6 +177,7 @@ def test_supersession_link_problems_are_warnings_not_rejects() -> None:
     built = build_facts(SCOPE, df)
     assert built.counts == {
         "triples_in": 1,
+        "facts_stored": 0,
         "facts_new": 1,
         "merged": 0,
         "rejects": 0,
@@ -301,3 +305,20 @@ def test_triples_in_equals_facts_new_plus_merged_plus_rejects(
         errors = built.rejects.filter(pl.col("severity") == "error")
         assert errors.height == built.rejected
         facts, entities, stored = built.facts, built.entities, built.facts.height
+
+
+def test_a_rerun_counts_each_stored_facts_own_triple_as_stored_not_merged() -> None:
+    df = triples(
+        t("web-app", "USES", "Node 18"), t("web-app", "USES", "node 18"), t("web", "USES", "x")
+    )
+    first = build_facts(SCOPE, df)
+    again = build_facts(SCOPE, df, first.facts, first.entities)
+    assert again.counts == {
+        "triples_in": 3,
+        "facts_stored": 2,
+        "facts_new": 0,
+        "merged": 1,
+        "rejects": 0,
+        "warnings": 0,
+    }
+    assert again.balanced and again.facts.equals(first.facts)
