@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
@@ -91,3 +92,21 @@ def test_one_failing_tenant_is_isolated_and_reported_and_the_rest_lands(
     assert tables.read("validated_facts", Scope("hooli", "core")) is None
     # the survey; 4 tenants: the batch, its two halves, and the failing half's halves
     assert outcome.runs == 6
+
+
+def test_status_reads_a_data_dir_a_killed_run_left_behind(env) -> None:
+    """F13: tables written empty (no columns) or half-way must not crash `memflow status`."""
+    from pipelines.status import format_status, status
+    from resources.settings import Settings
+
+    landing, data = env
+    assert not run_all(str(landing), str(data), tenants=["globex/ml"]).failures
+    tables = TableStore(data)
+    scope = Scope("globex", "ml")
+    tables.write(pl.DataFrame(), "validated_facts", scope)
+    tables.write(pl.DataFrame(), "quarantine", scope)
+    tables.write(pl.DataFrame({"x": [1]}), "landing_files", scope)
+    report = status(Settings.from_env())
+    (entry,) = report["tenants"]
+    assert entry["tables"]["validated_facts"] == 0
+    assert "globex/ml" in format_status(report)
