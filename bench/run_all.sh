@@ -13,4 +13,6 @@ run $PY bench/bench_graph_sync.py --gremlin-url "${MEMFLOW_GREMLIN_URL:-ws://127
 run $PY bench/bench_latency.py
 run $PY bench/bench_quality.py
 run $PY bench/bench_freshness.py
+run $PY bench/bench_hooks.py
+run $PY bench/bench_import.py
 exit $status

@@ -141,14 +141,76 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
+    """A running `memflow serve` answers when one does (MEMFLOW_API_URL, MEMFLOW_API_KEY): no
+    model or store loads here. Otherwise the stores are read in-process."""
+    from recall.client import ApiError, ApiUnreachable, ClientSettings, MemflowClient
+
+    scope = _scope(args.tenant)
+    client_settings = ClientSettings.from_env()
+    if client_settings.key and not args.data:
+        with MemflowClient(client_settings) as client:
+            try:
+                answer = client.recall(
+                    scope, args.question, ranking=args.ranking, as_of=args.as_of or None
+                )
+            except ApiUnreachable:
+                pass  # no server: answer in-process below
+            except ApiError as exc:
+                print(f"memflow: {exc}", file=sys.stderr)
+                return 1 if exc.status in (404, 409) else 2
+            else:
+                return _print_answer(answer, args.question, as_json=args.json)
     return _recall_print(
         _settings(args),
-        _scope(args.tenant),
+        scope,
         args.question,
         ranking=args.ranking,
         as_of=args.as_of,
         as_json=args.json,
     )
+
+
+def _print_answer(answer: dict[str, Any], question: str, *, as_json: bool) -> int:
+    if as_json:
+        _print_json(answer)
+        return 0
+    from recall.answers import RecallAnswer
+    from recall.terminal import format_answer
+
+    print(format_answer(RecallAnswer.model_validate(answer), question))
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    cfg = _settings(args)
+    from memflow.importers.claude_code import import_claude_code
+    from memflow.importers.codex import import_codex
+    from memflow.importers.common import ImportSettings
+
+    settings = ImportSettings.from_env(cfg.landing_dir)
+    run = import_claude_code if args.agent == "claude-code" else import_codex
+    report = run(args.paths, settings)
+    if args.json:
+        _print_json(report.as_dict())
+    else:
+        print(report.summary())
+        for problem in report.errors:
+            print(f"  {problem}", file=sys.stderr)
+    return 0 if report.turns_written or not report.errors else 1
+
+
+def _passthrough(argv: list[str]) -> int | None:
+    """`memflow hook ...` and `memflow mcp ...` start light (no Dagster, no .env of the agent's
+    project directory): they are dispatched before any settings are resolved."""
+    if argv and argv[0] == "hook":
+        from recall.hooks import main as hook_main
+
+        return hook_main(argv[1:])
+    if argv and argv[0] == "mcp":
+        from recall.mcp_server import main as mcp_main
+
+        return mcp_main(argv[1:])
+    return None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -293,6 +355,16 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--keys", help="API keys file")
     k.set_defaults(func=cmd_keys_remove)
 
+    p = sub.add_parser("import", help="land agent transcripts (Claude Code, Codex) as turns")
+    _common(p, landing=True)
+    p.add_argument("agent", choices=["claude-code", "codex"])
+    p.add_argument("paths", nargs="+", help="session files or folders")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_import)
+
+    sub.add_parser("mcp", help="the MCP server (stdio; --http for streamable HTTP); see --help")
+    sub.add_parser("hook", help="agent session hooks (session-start, pre-compact, session-end)")
+
     p = sub.add_parser("stop", help="stop the Milvus Lite server memflow supervises")
     _common(p)
     p.set_defaults(func=cmd_stop)
@@ -300,6 +372,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    direct = _passthrough(argv)
+    if direct is not None:
+        return direct
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -377,18 +377,13 @@ def local_grant_allows(
 def local_recall(stores: LocalStores, scope: Scope, query: str, **options: Any) -> dict[str, Any]:
     """Names-only recall read directly from the graph store (no model, no vector store): what
     answers when no server does. Loads the recall service (seconds on a cold start)."""
-    from pathlib import Path
 
     from recall.service import RecallService
-    from resources.graph.factory import open_graph_store
+    from resources.settings import graph_path, open_graph
 
-    if stores.graph_backend == "sqlite" and not (Path(stores.data_dir) / "graph.sqlite").is_file():
+    if stores.graph_backend == "sqlite" and not graph_path(stores.data_dir).is_file():
         raise FileNotFoundError("no graph store in the data directory")
-    graph = open_graph_store(
-        stores.graph_backend,
-        sqlite_path=str(Path(stores.data_dir) / "graph.sqlite"),
-        gremlin_url=stores.gremlin_url,
-    )
+    graph = open_graph(stores.graph_backend, stores.data_dir, stores.gremlin_url)
     try:
         with RecallService(graph) as service:
             options["ranking"] = "lexical"
