@@ -7,8 +7,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from schemas.tables import Asset
-
+# Nothing heavy at import: `memflow hook` and `memflow mcp` must start fast (polars, Dagster and
+# the models load only in the commands that need them).
 if TYPE_CHECKING:
     from resources.settings import Settings
 
@@ -124,6 +124,32 @@ def cmd_table(args: argparse.Namespace, asset: str, columns: list[str]) -> int:
         print(df.select([c for c in columns if c in df.columns]).head(args.limit))
     print(f"{df.height} rows")
     return 0
+
+
+FACT_COLUMNS = [
+    "subject",
+    "predicate",
+    "object",
+    "confidence",
+    "valid_from",
+    "valid_to",
+    "source",
+    "session_id",
+    "turn_id",
+]
+REJECT_COLUMNS = ["stage", "reason", "severity", "detail", "source_file", "line_no", "turn_id"]
+
+
+def cmd_facts(args: argparse.Namespace) -> int:
+    from schemas.tables import Asset
+
+    return cmd_table(args, Asset.VALIDATED_FACTS, FACT_COLUMNS)
+
+
+def cmd_rejects(args: argparse.Namespace) -> int:
+    from schemas.tables import Asset
+
+    return cmd_table(args, Asset.QUARANTINE, REJECT_COLUMNS)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -285,34 +311,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tenant", required=True, help="ORG/REPO")
     p.add_argument("--json", action="store_true")
     p.add_argument("--limit", type=int, default=50)
-    p.set_defaults(
-        func=lambda a: cmd_table(
-            a,
-            Asset.VALIDATED_FACTS,
-            [
-                "subject",
-                "predicate",
-                "object",
-                "confidence",
-                "valid_from",
-                "valid_to",
-                "source",
-                "session_id",
-                "turn_id",
-            ],
-        )
-    )
+    p.set_defaults(func=cmd_facts)
 
     p = sub.add_parser("rejects", help="print a tenant's quarantined rows and reasons")
     _common(p)
     p.add_argument("--tenant", required=True, help="ORG/REPO")
     p.add_argument("--json", action="store_true")
     p.add_argument("--limit", type=int, default=50)
-    p.set_defaults(
-        func=lambda a: cmd_table(
-            a, Asset.QUARANTINE, ["stage", "reason", "detail", "source_file", "line_no", "turn_id"]
-        )
-    )
+    p.set_defaults(func=cmd_rejects)
 
     p = sub.add_parser("status", help="tables, stores and embedding coverage per tenant")
     _common(p)

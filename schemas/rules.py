@@ -7,9 +7,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Literal, NamedTuple, get_args
+from typing import TYPE_CHECKING, Literal, NamedTuple, get_args
 
-import polars as pl
+if TYPE_CHECKING:  # polars loads only where a rule is applied to a frame (hooks stay light)
+    import polars as pl
 
 MAX_NAME_CHARS = 120
 MAX_PREDICATE_CHARS = 64
@@ -224,6 +225,8 @@ def normalize_predicate(raw: object) -> str | None:
 
 
 def predicate_ok(col: str = "predicate") -> pl.Expr:
+    import polars as pl
+
     c = pl.col(col)
     return (
         c.is_not_null()
@@ -233,11 +236,15 @@ def predicate_ok(col: str = "predicate") -> pl.Expr:
 
 
 def name_ok(col: str) -> pl.Expr:
+    import polars as pl
+
     c = pl.col(col)
     return c.is_not_null() & (c.str.len_chars() > 0) & (c.str.len_chars() <= MAX_NAME_CHARS)
 
 
 def scope_ok() -> pl.Expr:
+    import polars as pl
+
     return (
         pl.col("tenant_id").is_not_null()
         & pl.col("ns").is_not_null()
@@ -249,9 +256,13 @@ def scope_ok() -> pl.Expr:
 
 
 def confidence_ok(col: str = "confidence") -> pl.Expr:
+    import polars as pl
+
     c = pl.col(col)
     return c.is_not_null() & c.is_between(MIN_CONFIDENCE, MAX_CONFIDENCE)
 
 
 def validity_ok() -> pl.Expr:
+    import polars as pl
+
     return pl.col("valid_to").is_null() | (pl.col("valid_from") <= pl.col("valid_to"))

@@ -86,3 +86,15 @@ def test_recall_asks_the_running_server_first(memory: Memory) -> None:
         env=memory.env(),
     )  # fmt: skip
     assert foreign.returncode == 1 and "Nightjar" not in foreign.stdout
+
+
+def test_the_cli_entry_point_loads_nothing_heavy_before_a_hook() -> None:
+    code = (
+        "import sys, pipelines.cli, recall.hooks, recall.client, memflow.importers.tenant;"
+        "print(sorted(m for m in ('polars','numpy','dagster','torch','pymilvus','fastapi','mcp')"
+        " if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"
