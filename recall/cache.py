@@ -85,6 +85,9 @@ class ScopeIndex:
         self.fact_valid_from = valid_from
         self.fact_valid_to = valid_to
         self.fact_confidence = confidence
+        # Facts per entity row (both ends), closed facts included: how much of a hub it is.
+        n_ent = len(self.entity_ids)
+        self.entity_degree = np.bincount(subj, minlength=n_ent) + np.bincount(obj, minlength=n_ent)
         # Only (subject, predicate) pairs with several facts can hold a contradiction.
         self.fact_groups: dict[tuple[str, str], tuple[int, ...]] = {
             k: tuple(v) for k, v in groups.items() if len(v) > 1

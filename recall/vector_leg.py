@@ -17,6 +17,9 @@ Which model serves a scope (vectors of two models never mix):
 
 Coverage comes from `VectorStore.models(scope)`; it is cached for a few seconds per scope so a
 query does not pay for a count, and re-read at once when the scope's entity count changes.
+Fact vectors (`resources.vector.base.fact_vectors_key`) never count as a model here: the model
+is chosen by its entity-name vectors, and its fact vectors, when the scope holds any, feed the
+fact-vector leg with the same query vector.
 """
 
 from __future__ import annotations
@@ -30,7 +33,13 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 from resources.models.base import EmbeddingProvider
-from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore, VectorStoreError
+from resources.vector.base import (
+    DEFAULT_MIN_COSINE,
+    VectorStore,
+    VectorStoreError,
+    fact_vectors_key,
+    is_fact_vectors_key,
+)
 from schemas.records import VectorHit
 from schemas.scope import Scope
 
@@ -87,7 +96,9 @@ class VectorLeg:
             raise VectorUnavailable("no_vector_store")
         if not self.providers or self.current_model is None:
             raise VectorUnavailable("no_embedder")
-        held = self._models(scope, entity_count)
+        held = {
+            m: v for m, v in self._models(scope, entity_count).items() if not is_fact_vectors_key(m)
+        }
 
         def covers(model: str) -> bool:
             return model in held and held[model][1] >= entity_count
@@ -118,6 +129,11 @@ class VectorLeg:
         with self._lock:
             self._coverage[scope] = (now, entity_count, held)
         return held
+
+    def fact_vectors(self, scope: Scope, model: str, entity_count: int) -> int:
+        """How many fact vectors of `model` the scope holds (0: no fact leg)."""
+        held = self._models(scope, entity_count).get(fact_vectors_key(model))
+        return held[1] if held else 0
 
     def embed(self, model: str, query: str) -> list[float]:
         """The query's vector under `model`; raises VectorUnavailable on failure or timeout."""
