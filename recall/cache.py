@@ -20,6 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -65,6 +66,8 @@ class ScopeIndex:
         self.known_entities = len(self.entities)
 
         self.facts: list[FactRecord] = sorted(facts, key=lambda f: f.fact_id)
+        # Answer-side provenance models, built on first use per fact row (recall.service).
+        self.provenance: dict[int, Any] = {}
         self.fact_row: dict[str, int] = {f.fact_id: i for i, f in enumerate(self.facts)}
         n = len(self.facts)
         subj = np.empty(n, dtype=np.int32)

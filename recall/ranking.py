@@ -176,13 +176,17 @@ def select_facts(
         )
     )
     ranked = rows[order]
+    ranked_score = score[order]
 
     def score_of(row: int) -> float:
-        # Candidate rows are sorted (flatnonzero), so a row's score is one bisection away.
+        # A contradicting fact taken along: candidate rows are sorted (flatnonzero), so its
+        # score is one bisection away (0 when it was no candidate).
         at = int(np.searchsorted(rows, row))
         return float(score[at]) if at < rows.size and rows[at] == row else 0.0
 
-    return _with_contradictions(index, hops, valid, ranked, score_of, limit, functional)
+    return _with_contradictions(
+        index, hops, valid, ranked, ranked_score, score_of, limit, functional
+    )
 
 
 def _with_contradictions(
@@ -190,18 +194,21 @@ def _with_contradictions(
     hops: np.ndarray,
     valid: np.ndarray,
     ranked: np.ndarray,
+    ranked_score: np.ndarray,
     score_of: Callable[[int], float],
     limit: int,
     functional: FunctionalPredicates,
 ) -> list[Selected]:
     """Take facts in rank order; a fact with contradicting facts brings them along, right after
-    it, or is left out when the whole group does not fit in `limit`."""
+    it, or is left out when the whole group does not fit in `limit`. Rows are looked at in
+    windows just over `limit`: usually one is enough."""
     taken: dict[int, Selected] = {}
-    window = max(limit * 4, 64)
+    window = limit + 16
     for start in range(0, ranked.size, window):
         chunk = ranked[start : start + window].tolist()
+        scores = ranked_score[start : start + window].tolist()
         conflicts = index.contradiction_groups(chunk, valid, functional)
-        for row in chunk:
+        for row, row_score in zip(chunk, scores, strict=True):
             if len(taken) >= limit:
                 return list(taken.values())
             if row in taken:
@@ -214,7 +221,7 @@ def _with_contradictions(
                 peers = (row, *others) if others else ()
                 taken[member] = Selected(
                     row=member,
-                    score=score_of(member),
+                    score=row_score if member == row else score_of(member),
                     hop=int(hops[member]) or None,
                     contradicts=tuple(p for p in peers if p != member),
                 )
