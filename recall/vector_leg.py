@@ -146,14 +146,23 @@ class VectorLeg:
         provider = self.providers.get(model)
         if provider is None:
             raise VectorUnavailable("provider_unavailable", "no provider for the model")
-        future = self._executor.submit(provider.embed, [query])
         try:
-            vectors = future.result(timeout=self.embed_timeout_s)
-        except FutureTimeout as err:
-            future.cancel()
-            raise VectorUnavailable(
-                "embedding_timeout", f"after {self.embed_timeout_s:g} s"
-            ) from err
+            if provider.in_process:
+                # Inline: handing a ~10 ms model call to a pool thread and waiting for it costs
+                # two wake-ups, milliseconds on a busy host, and an in-process model has no
+                # server to hang on (a thread given up on would keep computing anyway).
+                vectors = provider.embed([query])
+            else:
+                future = self._executor.submit(provider.embed, [query])
+                try:
+                    vectors = future.result(timeout=self.embed_timeout_s)
+                except FutureTimeout as err:
+                    future.cancel()
+                    raise VectorUnavailable(
+                        "embedding_timeout", f"after {self.embed_timeout_s:g} s"
+                    ) from err
+        except VectorUnavailable:
+            raise
         except Exception as err:
             # Any provider failure degrades recall, never fails it. Name the type only: a
             # message may quote the server's answer, which can echo the input.
