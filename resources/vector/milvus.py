@@ -279,11 +279,13 @@ class MilvusVectorStore(VectorStore):
         assert self._reconnect is not None
         uri = self._reconnect()
         with self._lock:
-            old, self.uri, self._where = self._client, uri, _redact_uri(uri)
+            # No client yet when the very first connect is what failed.
+            old, self.uri, self._where = getattr(self, "_client", None), uri, _redact_uri(uri)
             self._client = self._connect()
             self._loaded.clear()
-        with contextlib.suppress(Exception):
-            old.close()
+        if old is not None:
+            with contextlib.suppress(Exception):
+                old.close()
 
     def __repr__(self) -> str:
         return f"MilvusVectorStore({self._where!r}, layout={self.layout.value!r})"
