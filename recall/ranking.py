@@ -25,7 +25,8 @@ Signals (weights from `recall.service.RecallConfig`):
   the same specific entity as the best facts ("Pepper BREED Lab mix" after "Audrey ADOPTED
   Pepper") rises; facts that share only a hub ("Audrey") barely move.
 - temporal (`temporal_weight`, 0.5): when the question names a day or a month
-  (`recall.temporal`), closeness of `valid_from` to it, 1 / (1 + days / 7).
+  (`recall.temporal`), closeness of `valid_from` to it, 1 / (1 + days / 7); the `fact_leg`
+  facts closest to that date are candidates too.
 - entity vector (`vector_weight`, off): the best cosine of the fact's endpoints among the vector
   leg's entity hits.
 
@@ -105,6 +106,14 @@ def select_facts(
         # Every fact the fact-vector leg returned (the store's top k) is a candidate, wherever
         # it sits in the graph.
         candidates = candidates | (valid & (fact_cosine > 0))
+    if temporal is not None and temporal_weight > 0 and fact_leg > 0:
+        # A question that names a date and little else ("what happened on 16 June, 2023?")
+        # still has candidates: the `fact_leg` facts closest to the date.
+        near = np.flatnonzero(valid & np.isfinite(temporal))
+        if near.size:
+            closest = near[np.argsort(temporal[near], kind="stable")[:fact_leg]]
+            candidates = candidates.copy()
+            candidates[closest] = True
     rows = np.flatnonzero(candidates)
     if rows.size == 0 or limit <= 0:
         return []

@@ -235,3 +235,26 @@ def test_spread_lifts_facts_about_the_entity_of_the_best_fact(graph: SqliteGraph
 def test_fusion_must_be_known() -> None:
     with pytest.raises(ValueError, match="fusion"):
         RecallConfig(fusion="max")
+
+
+def test_a_question_that_names_only_a_date_gets_that_dates_facts(graph: SqliteGraphStore) -> None:
+    log = Memory(Scope("acme", "ops"))
+    day = datetime(2023, 6, 16, tzinfo=UTC)
+    for n in range(30):
+        log.fact(
+            "deploy-bot",
+            "RAN",
+            f"job {chr(ord('a') + n % 26)}",
+            valid_from=day - timedelta(days=90 + n),
+        )
+    rollback = log.fact("payments-api", "ROLLED_BACK_TO", "v41", valid_from=day)
+    log.load(graph)
+    service = RecallService(graph)
+    for ranking in ("lexical", "auto"):
+        answer = service.recall(log.scope, "What happened on 16 June, 2023?", ranking=ranking)  # type: ignore[arg-type]
+        assert _ids(answer)[:1] == [rollback.fact_id]
+        assert all(f.valid_from >= day - timedelta(days=14) for f in answer.facts)
+    before = service.recall(
+        log.scope, "What happened on 16 June, 2023?", as_of=day - timedelta(days=365)
+    )
+    assert before.facts == []
