@@ -42,6 +42,7 @@ from recall.answers import (
     SemanticUnavailable,
     SubgraphAnswer,
     Timings,
+    assemble,
 )
 from recall.cache import DEFAULT_MAX_SCOPES, FunctionalPredicates, ScopeIndex, ScopeIndexCache
 from recall.fusion import NAME_LEG, RRF_K, VECTOR_LEG, Fused, Ranked, positions, rrf
@@ -502,25 +503,24 @@ def _recalled(index: ScopeIndex, s: Selected) -> RecalledFact:
         provenance = index.provenance[s.row] = Provenance.model_construct(
             session_id=f.session_id, turn_id=f.turn_id, client=f.client, model=f.model
         )
-    return RecalledFact.model_construct(
-        _fields_set=_FACT_FIELDS,
-        fact_id=f.fact_id,
-        subject_id=f.subject_id,
-        subject=f.subject,
-        predicate=f.predicate,
-        object_id=f.object_id,
-        object=f.object,
-        confidence=f.confidence,
-        valid_from=f.valid_from,
-        valid_to=f.valid_to,
-        provenance=provenance,
-        hop=s.hop,
-        score=round(s.score, 6),
-        contradicts=[index.facts[r].fact_id for r in s.contradicts],
+    return assemble(
+        RecalledFact,
+        {
+            "fact_id": f.fact_id,
+            "subject_id": f.subject_id,
+            "subject": f.subject,
+            "predicate": f.predicate,
+            "object_id": f.object_id,
+            "object": f.object,
+            "confidence": f.confidence,
+            "valid_from": f.valid_from,
+            "valid_to": f.valid_to,
+            "provenance": provenance,
+            "hop": s.hop,
+            "score": round(s.score, 6),
+            "contradicts": [index.facts[r].fact_id for r in s.contradicts],
+        },
     )
-
-
-_FACT_FIELDS = frozenset(RecalledFact.model_fields)
 
 
 def _conflicts_among(
