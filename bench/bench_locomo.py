@@ -258,10 +258,62 @@ def verdict(summary: dict[str, Any]) -> list[str]:
     return problems
 
 
+def ablation(data: Path, provider: Any) -> dict[str, Any]:
+    """bench_quality's variants (one change each) on the tuned half: hybrid and lexical
+    evidence recall and MRR, provenance `stored` and `statements`."""
+    from bench.bench_quality import VARIANTS
+
+    questions = locomo.load_questions(TUNE)
+    out: dict[str, Any] = {}
+    for name, config in VARIANTS.items():
+        result = evaluate(
+            data,
+            questions,
+            provider,
+            config=config,
+            modes=("hybrid", "lexical"),
+            log=lambda _: None,
+        )
+        summary = summarize(result, ("hybrid", "lexical"))
+        out[name] = {
+            kind: {
+                mode: {
+                    m: summary[kind]["tune"][mode][m]
+                    for m in ("evidence_recall", "recall@5", "mrr")
+                }
+                for mode in ("hybrid", "lexical")
+            }
+            for kind in ("stored", "statements")
+        }
+        print(f"  ablation {name}: {out[name]['statements']}")
+    return out
+
+
+def ablation_table(variants: dict[str, Any]) -> str:
+    lines = [
+        "tuned half (conv-41..44), one change each; evidence recall / MRR",
+        "| variant | hybrid, statements | lexical, statements | hybrid, stored | lexical, stored |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, v in variants.items():
+        cells = [
+            f"{v[k][m]['evidence_recall']:.3f} / {v[k][m]['mrr']:.3f}"
+            for k in ("statements", "stored")
+            for m in ("hybrid", "lexical")
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, help="pipeline output to keep and reuse")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--ablation",
+        action="store_true",
+        help="also run bench_quality's recall variants, on the tuned half only",
+    )
     args = parser.parse_args(argv)
 
     tmp = None
@@ -274,6 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from resources.models.st_embeddings import SentenceTransformerEmbeddingProvider
     from resources.vector.lite_server import stop_lite_server
 
+    variants = None
     try:
         t = time.perf_counter()
         info = locomo.run_pipeline(data, CONVS)
@@ -282,6 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         facts = locomo.embed_fact_vectors(data, provider, [locomo.scope_of(c) for c in CONVS])
         print(f"pipeline {pipeline_s:.0f} s; fact vectors {facts}")
         result = evaluate(data, locomo.load_questions(CONVS), provider)
+        variants = ablation(data, provider) if args.ablation else None
     finally:
         stop_lite_server(data)
         if tmp is not None:
@@ -305,11 +359,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "problems": problems,
     }
+    if variants is not None:
+        report["ablation_tune_half"] = variants
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     for kind in PROVENANCE:
         for split in SPLITS:
             print(table(summary, systems, kind, split) + "\n")
+    if variants is not None:
+        print(ablation_table(variants))
     print(f"written to {args.out}")
     for p in problems:
         print(f"PROBLEM: {p}")
