@@ -2,7 +2,7 @@
 
     python bench/bench_locomo.py                  # pipeline into a temp dir, then evaluate
     python bench/bench_locomo.py --data DIR       # keep the pipeline's output and reuse it
-    python bench/bench_locomo.py --convs tune     # only the conversations recall was tuned on
+    python bench/bench_locomo.py --ablation       # + recall variants on the tuned half
 
 Steps (see `bench/locomo.py` for the data and the landing):
 
