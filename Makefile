@@ -47,8 +47,9 @@ bench: $(STAMP)
 	status=0; bash bench/run_all.sh || status=$$?; \
 	bash scripts/gremlin-server.sh stop; exit $$status
 
+## Both quality sets: the project's and LoCoMo (LOCOMO_DATA=DIR keeps/reuses its pipeline run).
 bench-quality: $(STAMP)
-	$(BIN)/python bench/bench_quality.py
+	$(BIN)/python bench/bench_quality.py $(if $(LOCOMO_DATA),--locomo-data $(LOCOMO_DATA))
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

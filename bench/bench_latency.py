@@ -17,6 +17,9 @@ Measured:
   query-vector cache answers) and reported separately as the provider's own per-query time;
 - over HTTP: uvicorn on loopback in a second process (`recall.server` for MiniLM), httpx with
   keep-alive, sequential requests p50/p95 (query vectors warmed the same way);
+- what fact vectors cost at the caps (10,000 facts), measured afresh: the fact sweep
+  (`memflow.fact_embedding`) into an empty ledger beside the provider alone, a rerun with nothing
+  to do, and the vector sink's fact step into an empty scope, full and with no change;
 - queries per second: 8 concurrent keep-alive clients against 1 and 2 uvicorn workers on this
   machine (2 cores, shared with the client; with 2 workers each runs single-threaded BLAS/torch),
   after warm-up runs until the rate is stable (every worker has loaded its caches).
@@ -303,7 +306,11 @@ def load_stores(data: Path, provider: EmbeddingProvider, seed: int) -> dict[str,
     mark = data / READY_MARK
     if mark.exists():
         info = json.loads(mark.read_text())
-        if info.get("model") == provider.model and info.get("seed") == seed:
+        if (
+            info.get("model") == provider.model
+            and info.get("seed") == seed
+            and "fact_vectors" in info
+        ):
             return info
     rng = random.Random(seed)
     pool = vocabulary(rng)
@@ -312,6 +319,7 @@ def load_stores(data: Path, provider: EmbeddingProvider, seed: int) -> dict[str,
     started = time.perf_counter()
     vector_cache: dict[str, list[float]] = {}
     embed_s = 0.0
+    fact_load: dict[str, Any] = {}
     try:
         for n in range(N_TENANTS):
             scope = BIG if n == 0 else Scope(f"org{n:03d}", rng.choice(["api", "web", "infra"]))
@@ -333,6 +341,8 @@ def load_stores(data: Path, provider: EmbeddingProvider, seed: int) -> dict[str,
             dim = len(next(iter(vector_cache.values())))
             rows = [(e.entity_id, sha256_text(e.name), vector_cache[e.name]) for e in entities]
             vectors.upsert(provider.model, dim, scope, rows)
+            if scope == BIG:
+                fact_load = load_fact_vectors(data, vectors, provider, scope, facts)
             if n % 20 == 0:
                 print(
                     f"  loaded {n + 1}/{N_TENANTS} tenants ({time.perf_counter() - started:.0f} s)"
@@ -347,9 +357,118 @@ def load_stores(data: Path, provider: EmbeddingProvider, seed: int) -> dict[str,
         "names_embedded": len(vector_cache),
         "embed_names_s": round(embed_s, 1),
         "load_s": round(time.perf_counter() - started, 1),
+        "fact_vectors": fact_load,
     }
     mark.write_text(json.dumps(info))
     return info
+
+
+def fact_frame(scope: Scope, facts: Sequence[FactRecord]) -> Any:
+    import polars as pl
+
+    return pl.DataFrame(
+        {
+            "fact_id": [f.fact_id for f in facts],
+            "tenant_id": scope.tenant_id,
+            "ns": scope.ns,
+            "subject": [f.subject for f in facts],
+            "predicate": [f.predicate for f in facts],
+            "object": [f.object for f in facts],
+        }
+    )
+
+
+def load_fact_vectors(
+    data: Path, vectors: Any, provider: EmbeddingProvider, scope: Scope, facts: Sequence[FactRecord]
+) -> dict[str, Any]:
+    """The scope's fact vectors, as the `fact_embeddings` asset and `vector_sink` make them."""
+    from memflow.fact_embedding import embed_missing_facts, fact_vector_table
+    from resources.vector.base import fact_vectors_key
+    from resources.vector.ledger import EmbeddingLedger
+    from resources.vector.sync import sync_vectors
+
+    table, ledger = fact_frame(scope, facts), EmbeddingLedger(data)
+    report = embed_missing_facts(provider, ledger, scope, table)
+    synced = sync_vectors(
+        vectors,
+        fact_vectors_key(provider.model),
+        scope,
+        fact_vector_table(ledger, provider.model, scope, table),
+    )
+    return {"facts": table.height, "embedded": report.embedded, "written": synced.written}
+
+
+def measure_fact_cost(
+    data: Path, provider: EmbeddingProvider, facts: Sequence[FactRecord]
+) -> dict[str, Any]:
+    """What fact vectors cost at the caps, measured afresh on every run: the fact sweep into an
+    empty ledger (and the provider alone on the same texts), a rerun with nothing to do, then
+    the vector sink's fact step into an empty scope (full, then no change). The scope and the
+    ledger are thrown away afterwards."""
+    import polars as pl
+
+    from memflow.fact_embedding import embed_missing_facts, fact_text, fact_vector_table
+    from resources.vector.base import fact_vectors_key
+    from resources.vector.factory import open_vector_store
+    from resources.vector.ledger import EmbeddingLedger
+    from resources.vector.sync import sync_vectors
+
+    scope = Scope("bench", "fact-cost")
+    table = fact_frame(scope, facts)
+    scratch = Path(tempfile.mkdtemp(prefix="fact-cost-", dir=data))
+    ledger = EmbeddingLedger(scratch)
+    key = fact_vectors_key(provider.model)
+    out: dict[str, Any] = {"facts": table.height}
+    try:
+        texts = [fact_text(f.subject, f.predicate, f.object) for f in facts[:1024]]
+        t = time.perf_counter()
+        for i in range(0, len(texts), 64):
+            provider.embed(texts[i : i + 64])
+        out["provider_alone_facts_per_s"] = round(len(texts) / (time.perf_counter() - t), 1)
+        t = time.perf_counter()
+        report = embed_missing_facts(provider, ledger, scope, table)
+        out["sweep_s"] = round(time.perf_counter() - t, 2)
+        out["sweep_facts_per_s"] = round(report.embedded / out["sweep_s"], 1)
+        t = time.perf_counter()
+        out["sweep_rerun_embedded"] = embed_missing_facts(provider, ledger, scope, table).embedded
+        out["sweep_rerun_s"] = round(time.perf_counter() - t, 3)
+        out["ledger_mib"] = round(
+            sum(p.stat().st_size for p in ledger.parts(key, scope)) / 2**20, 1
+        )
+        vectors = open_vector_store(None, data)
+        # The vector sink also holds the scope's 5,000 entity-name vectors; the cost of a sync
+        # does not depend on what the vectors say, so seeded random ones stand in for them.
+        rng = np.random.default_rng(5)
+        dim = len(ledger.load(key, scope)["vector"][0])
+        entity_table = pl.DataFrame(
+            {
+                "entity_id": [f"e{i}" for i in range(BIG_ENTITIES)],
+                "text_hash": [f"h{i}" for i in range(BIG_ENTITIES)],
+                "dim": [dim] * BIG_ENTITIES,
+                "vector": rng.standard_normal((BIG_ENTITIES, dim)).astype(np.float32).tolist(),
+            },
+            schema_overrides={"dim": pl.Int32, "vector": pl.List(pl.Float32)},
+        )
+        try:
+            vectors.delete_scope(scope)
+            for label in ("sink_full", "sink_no_change"):
+                t = time.perf_counter()
+                synced = sync_vectors(
+                    vectors, key, scope, fact_vector_table(ledger, provider.model, scope, table)
+                )
+                out[f"{label}_s"] = round(time.perf_counter() - t, 3)
+                out[f"{label}_written"] = synced.written
+                t = time.perf_counter()
+                sync_vectors(vectors, provider.model, scope, entity_table)
+                entity_s = time.perf_counter() - t
+                out[f"{label}_with_entities_s"] = round(out[f"{label}_s"] + entity_s, 3)
+        finally:
+            vectors.delete_scope(scope)
+            vectors.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(f"  fact vectors at the caps: {out}")
+    return out
 
 
 # -- measuring ------------------------------------------------------------------------------
@@ -570,6 +689,15 @@ def table(result: dict[str, Any]) -> str:
     for workers, qps in result.get("qps", {}).items():
         rows.append(f"| qps, hybrid, {workers} worker(s), 8 clients | {qps} q/s | | | |")
     rows.append(f"| index build (10,000 facts, first query) | {ip['index_build_ms']} | | | |")
+    fv = result.get("fact_vector_cost")
+    if fv:
+        rows.append(
+            f"| fact vectors at the caps ({fv['facts']:,}): sweep {fv['sweep_s']} s "
+            f"({fv['sweep_facts_per_s']}/s), sink {fv['sink_full_s']} s full, "
+            f"{fv['sink_no_change_s']} s no change; with 5,000 entity vectors "
+            f"{fv['sink_full_with_entities_s']} / {fv['sink_no_change_with_entities_s']} s "
+            "| | | | |"
+        )
     return "\n".join(rows)
 
 
@@ -585,6 +713,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--qps-seconds", type=float, default=10.0)
     parser.add_argument("--qps-workers", default="1,2", help="uvicorn worker counts for qps")
     parser.add_argument("--skip-http", action="store_true")
+    parser.add_argument(
+        "--skip-fact-cost", action="store_true", help="skip measuring the fact sweep and sink"
+    )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     if args.cmd == "serve":
@@ -641,6 +772,11 @@ def run(
         "queries": len(qs),
         "in_process": measure_in_process(data, provider, qs, args.passes),
     }
+    if not args.skip_fact_cost:
+        graph = SqliteGraphStore(data / "graph.sqlite")
+        big_facts = graph.facts(BIG)
+        graph.close()
+        result["fact_vector_cost"] = measure_fact_cost(data, provider, big_facts)
     if not args.skip_http:
         from recall.auth import add_key
 

@@ -1,15 +1,21 @@
-"""Recall quality on the project's benchmark set: names-only (`lexical`) versus `hybrid`.
+"""Recall quality: the project's benchmark set, then the public LoCoMo benchmark.
 
-    python bench/bench_quality.py                # both modes, real stores, real local model
-    python bench/bench_quality.py --names-only   # no embedding model needed
+    python bench/bench_quality.py                # both sets (`make bench-quality`)
+    python bench/bench_quality.py --set project  # the project's set only
+    python bench/bench_quality.py --set locomo --locomo-data DIR   # LoCoMo, reusing a run
+    python bench/bench_quality.py --names-only   # project set, no embedding model needed
     python bench/bench_quality.py --ablation     # also compare recall variants (fact leg, ...)
+
+The public benchmark (LoCoMo conversations through the pipeline, beside flat fact search) is
+`bench/bench_locomo.py`; this script runs it after the project's set. What follows is about the
+project's set.
 
 The set lives in `bench/quality/`: entities, facts (with supersessions), hub fillers (expanded
 deterministically from `hubs.json`) and queries with their relevant facts, over several tenants
 including distractor tenants that reuse the same names. It is loaded into fresh stores in a
 temp dir (SQLite graph, Milvus Lite vectors); for hybrid, the local embedding server
-(`resources.models.embed_server`, all-MiniLM-L6-v2) is started on loopback and every entity name is
-embedded through the OpenAI-compatible provider, as the pipeline would.
+(`resources.models.embed_server`, all-MiniLM-L6-v2) is started on loopback and every entity name
+and every fact text is embedded through the OpenAI-compatible provider, as the pipeline would.
 
 Reports recall@5, recall@10, precision@5 and MRR per mode (and per query kind), plus two
 invariants that must be zero: superseded facts answered as current, and facts of another scope.
@@ -243,17 +249,36 @@ def load_into(graph: GraphStore, bench: BenchSet) -> None:
 def embed_into(
     vectors: VectorStore, provider: EmbeddingProvider, bench: BenchSet, batch: int = 256
 ) -> int:
-    """Embed every entity name of every scope under the provider's model; returns vectors."""
+    """Embed every entity name and every fact text of every scope under the provider's model
+    (fact vectors under `fact_vectors_key`, as the fact sweep stores them); returns vectors."""
+    from memflow.fact_embedding import fact_text
+    from resources.vector.base import fact_vectors_key
+
     written = 0
     for scope, entities in bench.entities.items():
-        records = list(entities.values())
-        for i in range(0, len(records), batch):
-            chunk = records[i : i + batch]
-            vecs = provider.embed([e.name for e in chunk])
-            items = [
-                (e.entity_id, sha256_text(e.name), v) for e, v in zip(chunk, vecs, strict=True)
-            ]
-            written += vectors.upsert(provider.model, len(vecs[0]), scope, items)
+        rows = [(e.entity_id, e.name) for e in entities.values()]
+        written += _embed_rows(vectors, provider, provider.model, scope, rows, batch)
+    for scope, facts in bench.facts.items():
+        rows = [(f.fact_id, fact_text(f.subject, f.predicate, f.object)) for f in facts.values()]
+        key = fact_vectors_key(provider.model)
+        written += _embed_rows(vectors, provider, key, scope, rows, batch)
+    return written
+
+
+def _embed_rows(
+    vectors: VectorStore,
+    provider: EmbeddingProvider,
+    key: str,
+    scope: Scope,
+    rows: Sequence[tuple[str, str]],
+    batch: int,
+) -> int:
+    written = 0
+    for i in range(0, len(rows), batch):
+        chunk = rows[i : i + batch]
+        vecs = provider.embed([text for _, text in chunk])
+        items = [(rid, sha256_text(text), v) for (rid, text), v in zip(chunk, vecs, strict=True)]
+        written += vectors.upsert(key, len(vecs[0]), scope, items)
     return written
 
 
@@ -340,12 +365,23 @@ def make_stores(workdir: Path) -> tuple[GraphStore, VectorStore]:
 # The shipped configuration and one change each, for `--ablation`.
 VARIANTS: dict[str, RecallConfig] = {
     "shipped": RecallConfig(),
+    "before issue 11 (rrf, no fact vectors, no dates, no spread)": RecallConfig(
+        fusion="rrf",
+        structure_weight=0.25,
+        fact_vectors=0,
+        temporal_weight=0.0,
+        spread_weight=0.0,
+    ),
+    "fusion=rrf": RecallConfig(fusion="rrf", structure_weight=0.25),
+    "no fact vectors": RecallConfig(fact_vectors=0),
+    "fact_cosine_weight=0.5": RecallConfig(fact_cosine_weight=0.5),
+    "fact_cosine_weight=1": RecallConfig(fact_cosine_weight=1.0),
+    "no spread": RecallConfig(spread_weight=0.0),
+    "no date window": RecallConfig(temporal_weight=0.0),
     "no fact leg": RecallConfig(fact_leg=0),
-    "fact_leg=50": RecallConfig(fact_leg=50),
     "structure_weight=0": RecallConfig(structure_weight=0.0),
-    "structure_weight=1": RecallConfig(structure_weight=1.0),
-    "fact_vector_weight=0.25": RecallConfig(fact_vector_weight=0.25),
-    "fact_vector_weight=1": RecallConfig(fact_vector_weight=1.0),
+    "structure_weight=0.5": RecallConfig(structure_weight=0.5),
+    "fact_vector_weight=0.25 (entity cosine)": RecallConfig(fact_vector_weight=0.25),
     "fuse_depth=8": RecallConfig(fuse_depth=8),
 }
 
@@ -403,10 +439,23 @@ def kind_table(modes: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# The shipped configuration's figures before issue 11 (BENCHMARKS.md of 2026-11-30): no metric
+# may drop by more than REGRESSION_TOLERANCE below them.
+BEFORE: dict[str, dict[str, float]] = {
+    "lexical": {"recall@5": 0.935, "recall@10": 0.962, "precision@5": 0.226, "mrr": 0.910},
+    "hybrid": {"recall@5": 0.946, "recall@10": 0.962, "precision@5": 0.230, "mrr": 0.910},
+}
+REGRESSION_TOLERANCE = 0.02
+
+
 def verdict(results: dict[str, Any]) -> list[str]:
     """Broken promises of the shipped configuration (empty when all hold)."""
     problems = []
     shipped = results["shipped"]
+    for mode, before in BEFORE.items():
+        for metric, value in before.items():
+            if mode in shipped and shipped[mode][metric] < value - REGRESSION_TOLERANCE:
+                problems.append(f"{mode} {metric} dropped more than {REGRESSION_TOLERANCE}")
     for mode, m in shipped.items():
         if m["stale_answers"] or m["foreign_facts"]:
             problems.append(f"{mode}: superseded or foreign facts answered")
@@ -424,8 +473,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--embed-url", help="use a running OpenAI-compatible embedding server")
     parser.add_argument("--embed-model", default=EMBED_MODEL)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--set", choices=("both", "project", "locomo"), default="both")
+    parser.add_argument("--locomo-data", type=Path, help="LoCoMo pipeline output to reuse")
     args = parser.parse_args(argv)
+    status = 0
+    if args.set in ("both", "project"):
+        status = project(args)
+    if args.set in ("both", "locomo"):
+        from bench import bench_locomo
 
+        print("\n== the public benchmark (LoCoMo)")
+        extra = ["--data", str(args.locomo_data)] if args.locomo_data else []
+        status = bench_locomo.main(extra) or status
+    return status
+
+
+def project(args: argparse.Namespace) -> int:
     bench = load_set()
     print(f"benchmark set: {bench.counts()}")
     variants = VARIANTS if args.ablation else {"shipped": VARIANTS["shipped"]}
@@ -446,7 +509,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 provider = OpenAIEmbeddingProvider(url, args.embed_model)
                 started = time.perf_counter()
                 n = embed_into(vectors, provider, bench)
-                print(f"embedded {n} entity names in {time.perf_counter() - started:.1f} s")
+                took = time.perf_counter() - started
+                print(f"embedded {n} entity names and fact texts in {took:.1f} s")
             results = run(bench, graph, vectors, provider, variants=variants)
         finally:
             if provider is not None:

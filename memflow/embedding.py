@@ -52,12 +52,18 @@ def embed_missing(
     *,
     batch: int = EMBED_BATCH,
     progress: Progress | None = None,
+    key: str | None = None,
 ) -> EmbedReport:
-    """Embed the names of `entities_df` (entity_id, name) that the ledger lacks for the model."""
+    """Embed the names of `entities_df` (entity_id, name) that the ledger lacks for the model.
+
+    `key` is the ledger's model key (default: the provider's model); the fact sweep
+    (`memflow.fact_embedding`) passes `fact_vectors_key(model)` so fact vectors never mix with
+    entity-name vectors.
+    """
     if batch < 1:
         raise ValueError("batch must be positive")
     started = time.perf_counter()
-    model = provider.model
+    model = key or provider.model
     _check_scope(entities_df, scope)
     if entities_df.is_empty():
         wanted = pl.DataFrame(

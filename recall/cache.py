@@ -20,6 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -65,6 +66,8 @@ class ScopeIndex:
         self.known_entities = len(self.entities)
 
         self.facts: list[FactRecord] = sorted(facts, key=lambda f: f.fact_id)
+        # Answer-side provenance models, built on first use per fact row (recall.service).
+        self.provenance: dict[int, Any] = {}
         self.fact_row: dict[str, int] = {f.fact_id: i for i, f in enumerate(self.facts)}
         n = len(self.facts)
         subj = np.empty(n, dtype=np.int32)
@@ -85,6 +88,9 @@ class ScopeIndex:
         self.fact_valid_from = valid_from
         self.fact_valid_to = valid_to
         self.fact_confidence = confidence
+        # Facts per entity row (both ends), closed facts included: how much of a hub it is.
+        n_ent = len(self.entity_ids)
+        self.entity_degree = np.bincount(subj, minlength=n_ent) + np.bincount(obj, minlength=n_ent)
         # Only (subject, predicate) pairs with several facts can hold a contradiction.
         self.fact_groups: dict[tuple[str, str], tuple[int, ...]] = {
             k: tuple(v) for k, v in groups.items() if len(v) > 1

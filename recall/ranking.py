@@ -1,22 +1,37 @@
 """Fact selection: which candidate facts answer the question, best first.
 
 Storage order never decides. Candidates are the facts valid at `as_of` within `hops` of the
-entry entities, plus (`fact_leg`) the best facts of the whole scope by the fact-text BM25.
-Each candidate is scored like the entity legs are fused, 1 / (k + rank) per signal, k = 60:
+entry entities, plus (`fact_leg`) the best facts of the whole scope by the fact-text BM25, plus
+every fact the fact-vector leg returned (its top k by cosine of the fact's own text). Each
+candidate gets one value per signal, fused by `fusion`:
 
-- lexical (weight 1): the competition rank of the question's BM25 against the fact's own text
-  ("subject PREDICATE object" plus both endpoints' aliases and types), with IDF over the whole
-  scope, so a word that only one of a hub's thousands of facts carries lifts exactly that fact.
-- graph distance (`structure_weight`, 0.25): hop 1 before hop 2 before facts the fact leg found
-  outside the neighbourhood. A soft prior: it orders facts the question's words do not tell
-  apart, and lets a strong textual match from farther away still win.
-- vector (`vector_weight`, off by default): the best cosine of the fact's subject or object among
-  the vector leg's hits (only entity names are embedded, never facts).
+- `cc` (default): a weighted sum of each signal scaled to [0, 1] by its best value among the
+  candidates. Scores, not ranks: a fact that is far ahead on one signal (the only fact whose
+  text has the question's rare word, BM25 5.7 against 2.0) stays ahead of many facts that are
+  a little good on two (RRF would rank them above it).
+- `rrf`: weight / (k + competition rank) per signal, k = 60 (the entity legs' fusion).
+
+Signals (weights from `recall.service.RecallConfig`):
+
+- lexical (1.0): the question's BM25 against the fact's text ("subject PREDICATE object" plus
+  both endpoints' aliases and types), IDF over the whole scope.
+- fact vector (`fact_vector_weight`, 0.75): the cosine of the question and the fact's text,
+  above `fact_floor` (0.3), scaled by the best cosine among the candidates.
+- graph distance (`structure_weight`, 0.1): hop 1 = 1, hop 2 = 0.5 (rrf: hop 1 before hop 2
+  before the facts found outside the neighbourhood). A soft prior.
+- spread (`spread_weight`, 0.25; the graph as a re-ranker): the best `spread_seeds` facts by
+  the signals above activate their endpoints, each entity diluted by its degree
+  (`spread_beta`), and every candidate gets the activation of its two endpoints. A fact about
+  the same specific entity as the best facts ("Pepper BREED Lab mix" after "Audrey ADOPTED
+  Pepper") rises; facts that share only a hub ("Audrey") barely move.
+- temporal (`temporal_weight`, 0.5): when the question names a day or a month
+  (`recall.temporal`), closeness of `valid_from` to it, 1 / (1 + days / 7); the `fact_leg`
+  facts closest to that date are candidates too.
+- entity vector (`vector_weight`, off): the best cosine of the fact's endpoints among the vector
+  leg's entity hits.
 
 Ties go to higher confidence, then the newer fact, then the fact id. `bench/bench_quality.py
---ablation` measures each choice: the vector signal and a stronger graph prior lowered every
-metric; the fact leg raised recall@5 by about three points. In hybrid mode the vector leg still
-matters: it chooses entry entities, hence which facts are candidates and at which hop.
+--ablation` and `bench/bench_locomo.py` (tuned on conv-41..44 only) measure each choice.
 """
 
 from __future__ import annotations
@@ -28,6 +43,8 @@ import numpy as np
 
 from recall.cache import FunctionalPredicates, ScopeIndex
 from recall.fusion import RRF_K
+
+FUSIONS = ("cc", "rrf")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,15 +74,27 @@ def select_facts(
     functional: FunctionalPredicates,
     fact_leg: int = 0,
     k: int = RRF_K,
-    structure_weight: float = 0.25,
+    structure_weight: float = 0.1,
     vector_weight: float = 0.0,
+    fact_cosine: np.ndarray | None = None,
+    fact_vector_weight: float = 0.75,
+    fact_floor: float = 0.3,
+    temporal: np.ndarray | None = None,
+    temporal_weight: float = 0.5,
+    spread_weight: float = 0.25,
+    spread_seeds: int = 10,
+    spread_beta: float = 1.0,
+    fusion: str = "cc",
 ) -> list[Selected]:
     """Up to `limit` facts, best first, contradicting facts kept next to each other.
 
-    `hops` is the hop per fact row (0 = outside the neighbourhood), `lexical` the fact BM25 score
-    per fact row, `entity_cosine` the vector leg's cosine per entity row (0 where the entity was
-    not a hit), or None without a vector leg.
+    Per fact row: `hops` the hop (0 = outside the neighbourhood), `lexical` the fact BM25
+    score, `fact_cosine` the fact-vector leg's cosine (0 = not a hit; None without the leg),
+    `temporal` the distance in days of valid_from to a date the question names (inf = far;
+    None when it names none). `entity_cosine` is per entity row (0 = not a hit).
     """
+    if fusion not in FUSIONS:
+        raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}")
     candidates = hops > 0
     if fact_leg > 0:
         scored = np.flatnonzero(valid & (lexical > 0))
@@ -73,28 +102,79 @@ def select_facts(
             best = scored[np.argsort(-lexical[scored], kind="stable")[:fact_leg]]
             candidates = candidates.copy()
             candidates[best] = True
+    if fact_cosine is not None:
+        # Every fact the fact-vector leg returned (the store's top k) is a candidate, wherever
+        # it sits in the graph.
+        candidates = candidates | (valid & (fact_cosine > 0))
+    if temporal is not None and temporal_weight > 0 and fact_leg > 0:
+        # A question that names a date and little else ("what happened on 16 June, 2023?")
+        # still has candidates: the `fact_leg` facts closest to the date.
+        near = np.flatnonzero(valid & np.isfinite(temporal))
+        if near.size:
+            closest = near[np.argsort(temporal[near], kind="stable")[:fact_leg]]
+            candidates = candidates.copy()
+            candidates[closest] = True
     rows = np.flatnonzero(candidates)
     if rows.size == 0 or limit <= 0:
         return []
 
     score = np.zeros(rows.size, dtype=np.float64)
+    cc = fusion == "cc"
+
+    def add(mask: np.ndarray, values: np.ndarray, weight: float, top: float = 0.0) -> None:
+        """One signal, `values` (higher is better) where `mask`: RRF adds weight / (k + rank),
+        CC adds weight * value / `top` (default: the best value)."""
+        if weight <= 0 or not mask.any():
+            return
+        v = values[mask]
+        if not cc:
+            score[mask] += weight / (k + competition_rank(v))
+            return
+        top = top or float(v.max())
+        score[mask] += weight * (v / top) if top > 0 else weight
+
     hop = hops[rows].astype(np.int64)
     if structure_weight > 0:
-        # Facts the fact leg found outside the neighbourhood rank after every hop.
-        score += structure_weight / (k + np.where(hop > 0, hop, 3))
+        if cc:
+            score += structure_weight * np.select([hop == 1, hop == 2], [1.0, 0.5], 0.0)
+        else:
+            # Facts the fact leg found outside the neighbourhood rank after every hop.
+            score += structure_weight / (k + np.where(hop > 0, hop, 3))
 
     lex = lexical[rows]
-    matched = lex > 0
-    if matched.any():
-        score[matched] += 1.0 / (k + competition_rank(lex[matched]))
+    add(lex > 0, lex, 1.0)
+
+    if fact_cosine is not None:
+        cos = fact_cosine[rows]
+        near = cos > 0
+        if cc:
+            # Cosines above the floor, scaled by the best one: the floor is worth nothing.
+            cos = np.where(near, np.maximum(cos - fact_floor, 1e-6), 0.0)
+        add(near, cos, fact_vector_weight)
 
     if entity_cosine is not None and vector_weight > 0:
         cos = np.maximum(
             entity_cosine[index.fact_subject[rows]], entity_cosine[index.fact_object[rows]]
         )
-        near = cos > 0
-        if near.any():
-            score[near] += vector_weight / (k + competition_rank(cos[near]))
+        add(cos > 0, cos, vector_weight)
+
+    if temporal is not None and temporal_weight > 0:
+        dist = temporal[rows]
+        inside = np.isfinite(dist)
+        closeness = 1.0 / (1.0 + np.where(inside, dist, 0.0) / 7.0)
+        add(inside, closeness, temporal_weight, 1.0)
+
+    if spread_weight > 0 and spread_seeds > 0:
+        seeds = np.argsort(-score, kind="stable")[:spread_seeds]
+        seeds = seeds[score[seeds] > 0]
+        if seeds.size:
+            subj, obj = index.fact_subject, index.fact_object
+            act = np.zeros(len(index.entity_ids), dtype=np.float64)
+            np.add.at(act, subj[rows[seeds]], score[seeds])
+            np.add.at(act, obj[rows[seeds]], score[seeds])
+            act /= np.maximum(index.entity_degree, 1) ** spread_beta
+            reach = act[subj[rows]] + act[obj[rows]]
+            add(reach > 0, reach, spread_weight)
 
     order = np.lexsort(
         (
@@ -105,13 +185,17 @@ def select_facts(
         )
     )
     ranked = rows[order]
+    ranked_score = score[order]
 
     def score_of(row: int) -> float:
-        # Candidate rows are sorted (flatnonzero), so a row's score is one bisection away.
+        # A contradicting fact taken along: candidate rows are sorted (flatnonzero), so its
+        # score is one bisection away (0 when it was no candidate).
         at = int(np.searchsorted(rows, row))
         return float(score[at]) if at < rows.size and rows[at] == row else 0.0
 
-    return _with_contradictions(index, hops, valid, ranked, score_of, limit, functional)
+    return _with_contradictions(
+        index, hops, valid, ranked, ranked_score, score_of, limit, functional
+    )
 
 
 def _with_contradictions(
@@ -119,18 +203,21 @@ def _with_contradictions(
     hops: np.ndarray,
     valid: np.ndarray,
     ranked: np.ndarray,
+    ranked_score: np.ndarray,
     score_of: Callable[[int], float],
     limit: int,
     functional: FunctionalPredicates,
 ) -> list[Selected]:
     """Take facts in rank order; a fact with contradicting facts brings them along, right after
-    it, or is left out when the whole group does not fit in `limit`."""
+    it, or is left out when the whole group does not fit in `limit`. Rows are looked at in
+    windows just over `limit`: usually one is enough."""
     taken: dict[int, Selected] = {}
-    window = max(limit * 4, 64)
+    window = limit + 16
     for start in range(0, ranked.size, window):
         chunk = ranked[start : start + window].tolist()
+        scores = ranked_score[start : start + window].tolist()
         conflicts = index.contradiction_groups(chunk, valid, functional)
-        for row in chunk:
+        for row, row_score in zip(chunk, scores, strict=True):
             if len(taken) >= limit:
                 return list(taken.values())
             if row in taken:
@@ -143,7 +230,7 @@ def _with_contradictions(
                 peers = (row, *others) if others else ()
                 taken[member] = Selected(
                     row=member,
-                    score=score_of(member),
+                    score=row_score if member == row else score_of(member),
                     hop=int(hops[member]) or None,
                     contradicts=tuple(p for p in peers if p != member),
                 )

@@ -35,11 +35,21 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 
 
+QUERY_THREADS = 1
+
+
 def embedder(cfg: Settings, model: str | None = None) -> EmbeddingProvider | None:
     """The configured embedding provider (None for `none`), built exactly as the pipeline
     builds it, so query vectors and entity vectors come from the same model. `model` builds
-    the same kind of provider for another model name (the previous one, during a re-embed)."""
-    return cfg.embedder(model)
+    the same kind of provider for another model name (the previous one, during a re-embed).
+
+    An in-process model embeds one query per request here: it runs on `QUERY_THREADS` torch
+    threads (steadier and, on a shared host, faster than a team per query; concurrent requests
+    use the other cores), where the pipeline's sweep keeps torch's default for its batches."""
+    provider = cfg.embedder(model)
+    if provider is not None and hasattr(provider, "threads") and provider.threads is None:
+        provider.threads = QUERY_THREADS
+    return provider
 
 
 @dataclass

@@ -42,12 +42,14 @@ from recall.answers import (
     SemanticUnavailable,
     SubgraphAnswer,
     Timings,
+    assemble,
 )
 from recall.cache import DEFAULT_MAX_SCOPES, FunctionalPredicates, ScopeIndex, ScopeIndexCache
 from recall.fusion import NAME_LEG, RRF_K, VECTOR_LEG, Fused, Ranked, positions, rrf
 from recall.gate import SkipReason, gate
 from recall.lexical import query_tokens
-from recall.ranking import Selected, select_facts
+from recall.ranking import FUSIONS, Selected, select_facts
+from recall.temporal import distance_days, question_window
 from recall.vector_leg import (
     DEFAULT_COVERAGE_TTL_S,
     DEFAULT_EMBED_TIMEOUT_S,
@@ -56,7 +58,7 @@ from recall.vector_leg import (
 )
 from resources.graph.base import MAX_HOPS, GraphStore
 from resources.models.base import EmbeddingProvider
-from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore
+from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore, fact_vectors_key
 from schemas.records import EntityRecord, FactRecord, VectorHit
 from schemas.scope import Scope
 
@@ -76,12 +78,25 @@ class RecallConfig:
     min_cosine: float = DEFAULT_MIN_COSINE
     rrf_k: int = RRF_K
     fact_leg: int = 20  # facts the scope-wide fact BM25 may add outside the neighbourhood
-    structure_weight: float = 0.25  # fact selection: weight of the graph-distance rank
-    fact_vector_weight: float = 0.0  # fact selection: weight of the endpoints' cosine rank
+    fact_vectors: int = 100  # k asked of the fact-vector leg (0: no fact-vector leg)
+    fact_min_cosine: float = 0.3  # the fact-vector leg's floor
+    # Fact selection (`recall.ranking`): how signals fuse and their weights (lexical = 1).
+    fusion: str = "cc"  # "cc": weighted sum of scaled scores; "rrf": reciprocal ranks
+    structure_weight: float = 0.1  # graph distance from the entry entities
+    fact_cosine_weight: float = 0.75  # the fact's own cosine with the question
+    fact_vector_weight: float = 0.0  # the best cosine of the fact's endpoints (entity vectors)
+    temporal_weight: float = 0.5  # closeness of valid_from to a day or month the query names
+    spread_weight: float = 0.25  # activation spread from the best facts through their entities
+    spread_seeds: int = 10
+    spread_beta: float = 1.0  # an entity's activation is divided by its degree ** beta
     embed_timeout_s: float = DEFAULT_EMBED_TIMEOUT_S
     coverage_ttl_s: float = DEFAULT_COVERAGE_TTL_S
     max_cached_scopes: int = DEFAULT_MAX_SCOPES
     functional: FunctionalPredicates = field(default_factory=FunctionalPredicates)
+
+    def __post_init__(self) -> None:
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}")
 
 
 class _Clock:
@@ -104,6 +119,7 @@ class _Legs:
     mode: Mode
     model: str | None = None
     hits: list[VectorHit] = field(default_factory=list)
+    fact_hits: list[VectorHit] = field(default_factory=list)
     warnings: list[RecallWarning] = field(default_factory=list)
 
 
@@ -211,6 +227,17 @@ class RecallService:
             cosine = np.zeros(len(index.entity_ids), dtype=np.float32)
             for hit in legs.hits:
                 cosine[index.entity_row[hit.entity_id]] = hit.score
+        temporal = None
+        if self.config.temporal_weight > 0 and (window := question_window(text)) is not None:
+            temporal = distance_days(index.fact_valid_from, window)
+        fact_cosine = None
+        if legs.fact_hits:
+            fact_cosine = np.zeros(len(index.facts), dtype=np.float32)
+            rows = index.fact_row
+            for hit in legs.fact_hits:
+                row = rows.get(hit.entity_id)
+                if row is not None:
+                    fact_cosine[row] = max(hit.score, 1e-6)
         selected = select_facts(
             index,
             hops_of,
@@ -223,6 +250,15 @@ class RecallService:
             k=self.config.rrf_k,
             structure_weight=self.config.structure_weight,
             vector_weight=self.config.fact_vector_weight,
+            fact_cosine=fact_cosine,
+            fact_vector_weight=self.config.fact_cosine_weight,
+            fact_floor=self.config.fact_min_cosine,
+            temporal=temporal,
+            temporal_weight=self.config.temporal_weight,
+            spread_weight=self.config.spread_weight,
+            spread_seeds=self.config.spread_seeds,
+            spread_beta=self.config.spread_beta,
+            fusion=self.config.fusion,
         )
         facts = [_recalled(index, s) for s in selected]
         clock.lap("select")
@@ -266,6 +302,17 @@ class RecallService:
                 k=self.config.vector_candidates,
                 min_cosine=self.config.min_cosine,
             )
+            fact_hits: list[VectorHit] = []
+            if self.config.fact_vectors > 0 and leg.fact_vectors(
+                scope, choice.model, index.entity_count
+            ):
+                fact_hits = leg.nearest(
+                    fact_vectors_key(choice.model),
+                    scope,
+                    vector,
+                    k=self.config.fact_vectors,
+                    min_cosine=self.config.fact_min_cosine,
+                )
             clock.lap("vector")
         except VectorUnavailable as err:
             clock.lap("embed")
@@ -300,7 +347,7 @@ class RecallService:
         rows = index.entity_row
         known = [h for h in hits if rows.get(h.entity_id, index.entity_count) < index.entity_count]
         mode: Mode = "semantic" if ranking == "semantic" else "hybrid"
-        return _Legs(mode, choice.model, known, warnings)
+        return _Legs(mode, choice.model, known, fact_hits, warnings)
 
     # -- entity search -----------------------------------------------------------------------
 
@@ -450,11 +497,29 @@ def _fact_model(
 
 
 def _recalled(index: ScopeIndex, s: Selected) -> RecalledFact:
-    return _fact_model(
-        index.facts[s.row],
-        hop=s.hop,
-        score=round(s.score, 6),
-        contradicts=[index.facts[r].fact_id for r in s.contradicts],
+    f = index.facts[s.row]
+    provenance = index.provenance.get(s.row)
+    if provenance is None:  # built once per fact and index; racing builders store equal ones
+        provenance = index.provenance[s.row] = Provenance.model_construct(
+            session_id=f.session_id, turn_id=f.turn_id, client=f.client, model=f.model
+        )
+    return assemble(
+        RecalledFact,
+        {
+            "fact_id": f.fact_id,
+            "subject_id": f.subject_id,
+            "subject": f.subject,
+            "predicate": f.predicate,
+            "object_id": f.object_id,
+            "object": f.object,
+            "confidence": f.confidence,
+            "valid_from": f.valid_from,
+            "valid_to": f.valid_to,
+            "provenance": provenance,
+            "hop": s.hop,
+            "score": round(s.score, 6),
+            "contradicts": [index.facts[r].fact_id for r in s.contradicts],
+        },
     )
 
 

@@ -17,6 +17,9 @@ Which model serves a scope (vectors of two models never mix):
 
 Coverage comes from `VectorStore.models(scope)`; it is cached for a few seconds per scope so a
 query does not pay for a count, and re-read at once when the scope's entity count changes.
+Fact vectors (`resources.vector.base.fact_vectors_key`) never count as a model here: the model
+is chosen by its entity-name vectors, and its fact vectors, when the scope holds any, feed the
+fact-vector leg with the same query vector.
 """
 
 from __future__ import annotations
@@ -30,7 +33,13 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 from resources.models.base import EmbeddingProvider
-from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore, VectorStoreError
+from resources.vector.base import (
+    DEFAULT_MIN_COSINE,
+    VectorStore,
+    VectorStoreError,
+    fact_vectors_key,
+    is_fact_vectors_key,
+)
 from schemas.records import VectorHit
 from schemas.scope import Scope
 
@@ -87,7 +96,9 @@ class VectorLeg:
             raise VectorUnavailable("no_vector_store")
         if not self.providers or self.current_model is None:
             raise VectorUnavailable("no_embedder")
-        held = self._models(scope, entity_count)
+        held = {
+            m: v for m, v in self._models(scope, entity_count).items() if not is_fact_vectors_key(m)
+        }
 
         def covers(model: str) -> bool:
             return model in held and held[model][1] >= entity_count
@@ -119,6 +130,11 @@ class VectorLeg:
             self._coverage[scope] = (now, entity_count, held)
         return held
 
+    def fact_vectors(self, scope: Scope, model: str, entity_count: int) -> int:
+        """How many fact vectors of `model` the scope holds (0: no fact leg)."""
+        held = self._models(scope, entity_count).get(fact_vectors_key(model))
+        return held[1] if held else 0
+
     def embed(self, model: str, query: str) -> list[float]:
         """The query's vector under `model`; raises VectorUnavailable on failure or timeout."""
         key = (model, query)
@@ -130,14 +146,23 @@ class VectorLeg:
         provider = self.providers.get(model)
         if provider is None:
             raise VectorUnavailable("provider_unavailable", "no provider for the model")
-        future = self._executor.submit(provider.embed, [query])
         try:
-            vectors = future.result(timeout=self.embed_timeout_s)
-        except FutureTimeout as err:
-            future.cancel()
-            raise VectorUnavailable(
-                "embedding_timeout", f"after {self.embed_timeout_s:g} s"
-            ) from err
+            if provider.in_process:
+                # Inline: handing a ~10 ms model call to a pool thread and waiting for it costs
+                # two wake-ups, milliseconds on a busy host, and an in-process model has no
+                # server to hang on (a thread given up on would keep computing anyway).
+                vectors = provider.embed([query])
+            else:
+                future = self._executor.submit(provider.embed, [query])
+                try:
+                    vectors = future.result(timeout=self.embed_timeout_s)
+                except FutureTimeout as err:
+                    future.cancel()
+                    raise VectorUnavailable(
+                        "embedding_timeout", f"after {self.embed_timeout_s:g} s"
+                    ) from err
+        except VectorUnavailable:
+            raise
         except Exception as err:
             # Any provider failure degrades recall, never fails it. Name the type only: a
             # message may quote the server's answer, which can echo the input.

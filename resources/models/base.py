@@ -62,6 +62,9 @@ class EmbeddingProvider(ABC):
     """Embeds redacted entity names. Implementations batch by EMBED_BATCH themselves."""
 
     kind: str = "abstract"
+    # True when `embed` computes in this process (no server that could hang): the recall
+    # service then calls it inline instead of through a thread it could give up on.
+    in_process: bool = False
 
     @property
     @abstractmethod

@@ -9,6 +9,22 @@ from schemas.records import VectorHit
 from schemas.scope import Scope
 
 DEFAULT_MIN_COSINE = 0.4
+# Fact vectors live in the same stores as entity-name vectors, under their own model key, so
+# the interface stays one: `upsert(fact_vectors_key(model), dim, scope, [(fact_id, ...)])`.
+# Keys never mix (a backend keeps every model key apart), and `models(scope)` reports both.
+FACT_VECTORS_PREFIX = "facts:"
+
+
+def fact_vectors_key(model: str) -> str:
+    """The model key under which `model`'s fact vectors are stored (ids are fact ids)."""
+    if not model:
+        raise ValueError("model is required")
+    return FACT_VECTORS_PREFIX + model
+
+
+def is_fact_vectors_key(key: str) -> bool:
+    """True for a key made by `fact_vectors_key` (not an entity-name model)."""
+    return key.startswith(FACT_VECTORS_PREFIX)
 
 
 class VectorStoreError(RuntimeError):

@@ -1,6 +1,8 @@
 """Make a vector store equal the embeddings table of one model and scope, idempotently.
 
-The table (entity_id, text_hash, dim, vector) is the truth. Rows missing from the store or held
+The table (entity_id, text_hash, dim, vector) is the truth; a fact-vector table
+(`memflow.fact_embedding.fact_vector_table`) names its ids `fact_id` and is synced under the
+fact-vector key (`resources.vector.base.fact_vectors_key`). Rows missing from the store or held
 under another text_hash are upserted, store rows absent from the table are deleted, and a rerun
 with nothing changed writes nothing. Other models' vectors are left alone.
 """
@@ -50,14 +52,26 @@ class VectorDiff:
         }
 
 
+def _id_column(table: pl.DataFrame) -> str:
+    """`entity_id` in an entity-name vector table, `fact_id` in a fact-vector table."""
+    return (
+        "fact_id"
+        if "fact_id" in table.columns and "entity_id" not in table.columns
+        else "entity_id"
+    )
+
+
 def _wanted(table: pl.DataFrame) -> dict[str, str]:
     if table.is_empty():
         return {}
-    pairs = table.select("entity_id", "text_hash").unique("entity_id", keep="last")
-    return dict(zip(pairs["entity_id"].to_list(), pairs["text_hash"].to_list(), strict=True))
+    column = _id_column(table)
+    pairs = table.select(column, "text_hash").unique(column, keep="last")
+    return dict(zip(pairs[column].to_list(), pairs["text_hash"].to_list(), strict=True))
 
 
 def diff_vectors(store: VectorStore, model: str, scope: Scope, table: pl.DataFrame) -> VectorDiff:
+    """What the store lacks or holds too much of, against `table` (an entity-name vector table
+    with `entity_id`, or a fact-vector table with `fact_id`, under its fact-vector key)."""
     wanted = _wanted(table)
     held = store.ids(model, scope)
     return VectorDiff(
@@ -79,9 +93,10 @@ def sync_vectors(
     todo = set(diff.missing) | set(diff.stale)
     written = 0
     if todo:
-        rows = table.filter(pl.col("entity_id").is_in(list(todo))).unique("entity_id", keep="last")
+        column = _id_column(table)
+        rows = table.filter(pl.col(column).is_in(list(todo))).unique(column, keep="last")
         dim = int(rows["dim"][0])
-        ids, hashes = rows["entity_id"].to_list(), rows["text_hash"].to_list()
+        ids, hashes = rows[column].to_list(), rows["text_hash"].to_list()
         vectors = list(rows["vector"].list.to_array(dim).to_numpy())  # (n, dim) float32 rows
         # One call: the store flushes once per call, and a flush is the expensive part in Lite.
         written = store.upsert(model, dim, scope, list(zip(ids, hashes, vectors, strict=True)))

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from resources.vector.base import VectorStoreError
+from resources.vector.base import VectorStoreError, fact_vectors_key
 from resources.vector.factory import open_vector_store
 from resources.vector.lite_server import (
     STATE_FILE,
@@ -100,6 +100,24 @@ def test_models_never_share_vectors(vector_store: MilvusVectorStore, fresh_scope
     assert [h.entity_id for h in vector_store.nearest("model-one-v1", scope, [1, 0, 0])] == ["z"]
     assert vector_store.ids("model-one-v1", scope) == {"z": "h"}
     assert vector_store.nearest("never-used", scope, E1) == []
+
+
+def test_fact_vectors_are_kept_apart_from_entity_vectors(
+    vector_store: MilvusVectorStore, fresh_scope: Scopes
+) -> None:
+    scope = fresh_scope()
+    facts = fact_vectors_key("m")
+    vector_store.upsert("m", 4, scope, [("e1", "h", E1)])
+    vector_store.upsert(facts, 4, scope, [("f1", "h", E1), ("f2", "h", at_cosine(0.5))])
+    assert vector_store.models(scope) == {"m": (4, 1), facts: (4, 2)}
+    assert [h.entity_id for h in vector_store.nearest("m", scope, E1)] == ["e1"]
+    assert [h.entity_id for h in vector_store.nearest(facts, scope, E1)] == ["f1", "f2"]
+    assert vector_store.delete(facts, scope, ["e1", "f2"]) == 1
+    assert vector_store.ids("m", scope) == {"e1": "h"} and vector_store.ids(facts, scope) == {
+        "f1": "h"
+    }
+    vector_store.delete_scope(scope)
+    assert vector_store.models(scope) == {}
 
 
 def test_dimension_mismatch_is_a_value_error(
