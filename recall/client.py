@@ -48,6 +48,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from resources.settings import DEFAULTS, KEYS_FILE
 from schemas.scope import Scope
 
 URL_SETTING = "MEMFLOW_API_URL"
@@ -328,7 +329,7 @@ class LocalStores:
 
     data_dir: str
     graph_backend: str = "sqlite"
-    gremlin_url: str = "ws://127.0.0.1:18182/gremlin"
+    gremlin_url: str = DEFAULTS["MEMFLOW_GREMLIN_URL"]
 
     @classmethod
     def from_env(
@@ -362,7 +363,7 @@ def local_grant_allows(
     env = os.environ if env is None else env
     path = (env.get("MEMFLOW_API_KEYS_FILE") or "").strip()
     if not path and stores is not None:
-        path = os.path.join(stores.data_dir, "api-keys.json")
+        path = os.path.join(stores.data_dir, KEYS_FILE)
     if not path or not os.path.isfile(path):
         return True
     from recall.auth import KeyRing

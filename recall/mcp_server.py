@@ -84,6 +84,7 @@ from recall.requests import (
     MAX_TURNS,
     TripleItem,
 )
+from resources.settings import KEYS_FILE
 from schemas.scope import Scope, ScopeError
 
 log = logging.getLogger("memflow.mcp")
@@ -186,16 +187,12 @@ class _LocalMemory:
                 if self._stores is None:
                     raise MemoryToolError("unavailable", "no local stores are configured")
                 from recall.service import RecallService
-                from resources.graph.factory import open_graph_store
+                from resources.settings import graph_path, open_graph
 
-                data = Path(self._stores.data_dir)
-                if self._stores.graph_backend == "sqlite" and not (data / "graph.sqlite").is_file():
+                data = self._stores.data_dir
+                if self._stores.graph_backend == "sqlite" and not graph_path(data).is_file():
                     raise MemoryToolError("unavailable", "the local data directory holds no graph")
-                graph = open_graph_store(
-                    self._stores.graph_backend,
-                    sqlite_path=str(data / "graph.sqlite"),
-                    gremlin_url=self._stores.gremlin_url,
-                )
+                graph = open_graph(self._stores.graph_backend, data, self._stores.gremlin_url)
                 self._service = RecallService(graph)
                 self._own = [self._service.close, graph.close]
             return self._service
@@ -779,7 +776,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     keys_path = args.keys_file or (os.environ.get("MEMFLOW_API_KEYS_FILE") or "").strip()
     if not keys_path and settings.stores is not None:
-        keys_path = str(Path(settings.stores.data_dir) / "api-keys.json")
+        keys_path = str(Path(settings.stores.data_dir) / KEYS_FILE)
     if not keys_path:
         print(
             "memflow mcp: --http needs a keys file (--keys-file or MEMFLOW_API_KEYS_FILE)",

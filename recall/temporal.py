@@ -20,6 +20,8 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
+from schemas.rules import EPOCH
+
 _MONTHS = {
     name: i
     for i in range(1, 13)
@@ -87,7 +89,7 @@ def question_window(text: str) -> Window | None:
 
 
 def to_us(t: datetime) -> int:
-    return (t - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    return (t - EPOCH) // timedelta(microseconds=1)
 
 
 def distance_days(valid_from_us: np.ndarray, window: Window) -> np.ndarray:

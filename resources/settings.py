@@ -12,12 +12,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from resources.graph.base import GraphStore
-from resources.models.base import EmbeddingProvider
-from resources.models.factory import EmbeddingConfig, ExtractionConfig
-from resources.vector.base import VectorStore
 from schemas import rules
+
+if TYPE_CHECKING:  # light at import: hooks and the client read the names and file layout
+    from resources.graph.base import GraphStore
+    from resources.models.base import EmbeddingProvider
+    from resources.models.factory import EmbeddingConfig, ExtractionConfig
+    from resources.vector.base import VectorStore
 
 # Every setting memflow reads, with its default. README.md#configuration documents each one.
 DEFAULTS: dict[str, str] = {
@@ -108,6 +111,8 @@ class Settings(Mapping[str, str]):
     # ----------------------------------------------------------------------------- models
 
     def extraction(self) -> ExtractionConfig:
+        from resources.models.factory import ExtractionConfig
+
         return ExtractionConfig(
             provider=self["MEMFLOW_EXTRACTOR"],
             base_url=self["MEMFLOW_EXTRACTION_URL"],
