@@ -125,6 +125,8 @@ class Settings(Mapping[str, str]):
     def embedding(self, model: str | None = None) -> EmbeddingConfig:
         """The embedding configuration; `model` names another model of the same provider (the
         previous one, while a re-embed is under way)."""
+        from resources.models.factory import EmbeddingConfig
+
         return EmbeddingConfig(
             provider=self["MEMFLOW_EMBEDDER"],
             base_url=self["MEMFLOW_EMBEDDING_URL"],
