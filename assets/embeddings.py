@@ -17,6 +17,7 @@ from dagster import (
     BackfillPolicy,
     DataVersion,
     MetadataValue,
+    ObserveResult,
     Output,
     multi_asset,
     observable_source_asset,
@@ -30,12 +31,21 @@ from schemas.tables import EMBEDDINGS, Asset, conform, empty
 
 @observable_source_asset(
     group_name="models",
-    description="The embedding model in use. A change marks entity_embeddings stale; "
-    "backfill to re-embed. Vectors are kept per model, so recall keeps serving the previous "
-    "model until the new one covers the tenant.",
+    description="The embedding model in use (MEMFLOW_EMBEDDER, MEMFLOW_EMBEDDING_MODEL; "
+    "re-read from MEMFLOW_SETTINGS_FILE at each observation). A change marks entity_embeddings "
+    "unsynced; materialize it and vector_sink to re-embed. Vectors are kept per model, so "
+    "recall keeps serving the previous model until the new one covers the tenant.",
 )
-def embedding_model(embedding: EmbeddingModelResource) -> DataVersion:
-    return DataVersion(embedding.identity())
+def embedding_model(embedding: EmbeddingModelResource) -> ObserveResult:
+    config = embedding.config()
+    return ObserveResult(
+        data_version=DataVersion(config.identity()),
+        metadata={
+            "provider": config.kind,
+            "model": config.model_name() or "none",
+            "settings_from": embedding.source(),
+        },
+    )
 
 
 @multi_asset(

@@ -16,6 +16,7 @@ from dagster import (
     Config,
     DataVersion,
     MetadataValue,
+    ObserveResult,
     Output,
     multi_asset,
     observable_source_asset,
@@ -41,11 +42,20 @@ _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 @observable_source_asset(
     group_name="models",
-    description="The extraction model in use. A change marks extracted_triples stale; "
-    "materializing a tenant then re-extracts its text turns with the new model.",
+    description="The extraction model in use (MEMFLOW_EXTRACTOR, MEMFLOW_EXTRACTION_MODEL; "
+    "re-read from MEMFLOW_SETTINGS_FILE at each observation). A change marks extracted_triples "
+    "unsynced; materializing a tenant then re-extracts its text turns with the new model.",
 )
-def extraction_model(extraction: ExtractionModelResource) -> DataVersion:
-    return DataVersion(extraction.identity())
+def extraction_model(extraction: ExtractionModelResource) -> ObserveResult:
+    config = extraction.config()
+    return ObserveResult(
+        data_version=DataVersion(config.identity()),
+        metadata={
+            "provider": config.kind,
+            "model": config.identity(),
+            "settings_from": extraction.source(),
+        },
+    )
 
 
 class ExtractConfig(Config):

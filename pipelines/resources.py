@@ -1,7 +1,9 @@
 """Resources of the code location, every field fed by an `EnvVar` (resolved at run time).
 
 The names and defaults are `resources.settings.DEFAULTS`. Local values live in the repository's
-`.env`, which `dagster dev` loads and the `memflow` CLI reads too; the CLI's flags override them.
+`.env`, which `dagster dev` loads when it starts and the `memflow` CLI reads too; the CLI's flags
+override them. The model settings are also re-read from `MEMFLOW_SETTINGS_FILE` (`.env`) at the
+start of every run, so switching a model needs no restart or reload.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from resources.configurable import (
     Storage,
     VectorStoreResource,
 )
+from resources.settings import EMBEDDING_SETTINGS, EXTRACTION_SETTINGS, SETTINGS_FILE
 
 
 def env_resources() -> dict[str, Any]:
@@ -31,21 +34,15 @@ def env_resources() -> dict[str, Any]:
             history_start=EnvVar("MEMFLOW_HISTORY_START"),
             future_tolerance_hours=EnvVar("MEMFLOW_FUTURE_TOLERANCE_HOURS"),
         ),
+        # Model settings: the environment at start, then `MEMFLOW_SETTINGS_FILE` re-read at
+        # every run, so a model switch in `.env` needs no restart (resources.configurable).
         "extraction": ExtractionModelResource(
-            provider=EnvVar("MEMFLOW_EXTRACTOR"),
-            base_url=EnvVar("MEMFLOW_EXTRACTION_URL"),
-            model=EnvVar("MEMFLOW_EXTRACTION_MODEL"),
-            api_key=EnvVar("MEMFLOW_EXTRACTION_API_KEY"),
-            command=EnvVar("MEMFLOW_EXTRACTION_COMMAND"),
-            allow_hosts=EnvVar("MEMFLOW_ALLOW_MODEL_HOSTS"),
+            **{f: EnvVar(name) for f, name in EXTRACTION_SETTINGS.items()},
+            settings_file=EnvVar(SETTINGS_FILE),
         ),
         "embedding": EmbeddingModelResource(
-            provider=EnvVar("MEMFLOW_EMBEDDER"),
-            base_url=EnvVar("MEMFLOW_EMBEDDING_URL"),
-            model=EnvVar("MEMFLOW_EMBEDDING_MODEL"),
-            api_key=EnvVar("MEMFLOW_EMBEDDING_API_KEY"),
-            command=EnvVar("MEMFLOW_EMBEDDING_COMMAND"),
-            allow_hosts=EnvVar("MEMFLOW_ALLOW_MODEL_HOSTS"),
+            **{f: EnvVar(name) for f, name in EMBEDDING_SETTINGS.items()},
+            settings_file=EnvVar(SETTINGS_FILE),
         ),
         "graph": GraphStoreResource(
             backend=EnvVar("MEMFLOW_GRAPH_BACKEND"),

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dagster import DagsterInstance, JobDefinition
+from dagster import DagsterInstance
 
 from assets.partitions import TENANTS
 from memflow import landing
+from pipelines import location
 from pipelines.batches import MAX_TENANTS, SOURCE_TAG, batch_ranges, range_tags, split_range
-from pipelines.definitions import defs
 from resources.tables import TableStore
 from schemas.scope import Scope
 from schemas.tables import Asset
@@ -113,8 +113,7 @@ def run_all(
     quiet_dagster()
     instance = instance_for(data_dir)
     home = os.environ["DAGSTER_HOME"]
-    survey: JobDefinition = defs.resolve_job_def("survey_job")
-    survey.execute_in_process(instance=instance, run_config=QUIET, tags=CLI_TAGS)
+    location.execute("survey_job", instance, run_config=QUIET, tags=CLI_TAGS)
     found = landing.discover(Path(landing_dir))
     scopes = [s for s in found if tenants is None or s.key in tenants]
     outcome = RunOutcome(scopes, 1, 0.0, _problems(data_dir), dagster_home=home)
@@ -125,7 +124,6 @@ def run_all(
     known = set(instance.get_dynamic_partitions(TENANTS))
     instance.add_dynamic_partitions(TENANTS, [s.key for s in scopes if s.key not in known])
 
-    job: JobDefinition = defs.resolve_job_def("ingest_job")
     ordered = instance.get_dynamic_partitions(TENANTS)
     # A subset of tenants never touches the others: no gaps inside a range.
     gap = 0 if tenants is not None else len(ordered)
@@ -137,11 +135,11 @@ def run_all(
         first, last = queue.pop(0)
         label = first if first == last else f"{first} .. {last}"
         say(f"ingest_job [{label}] ({total} tenants in all)")
-        result = job.execute_in_process(
-            instance=instance,
+        result = location.execute(
+            "ingest_job",
+            instance,
             run_config=QUIET,
             tags={**range_tags(first, last), **CLI_TAGS},
-            raise_on_error=False,
         )
         outcome.runs += 1
         if result.success:

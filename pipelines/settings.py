@@ -4,6 +4,10 @@
 `resolve` runs once per command. It exports the resolved values into the process environment,
 where the code location's `EnvVar`s read them when a run starts, and returns the `Settings`
 object the CLI hands to the server, `memflow status` and recall. Nothing here runs at import.
+
+A command's resolution is final for its own runs: `MEMFLOW_SETTINGS_FILE` is exported empty,
+since a settings file re-read at run start (what the code location does under `dagster dev`)
+would put `.env` above the flags and the environment.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
-from resources.settings import DEFAULTS, Settings
+from resources.settings import DEFAULTS, SETTINGS_FILE, Settings
 
 
 def resolve(
@@ -32,6 +36,8 @@ def resolve(
                 break
         else:
             value = default
+        if name == SETTINGS_FILE:
+            value = ""
         resolved[name] = value
         os.environ[name] = value
     return Settings(resolved)

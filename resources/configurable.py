@@ -8,13 +8,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dagster import ConfigurableResource
-from pydantic import Field
+from dagster import ConfigurableResource, InitResourceContext
+from pydantic import Field, PrivateAttr
 
 from resources.graph.base import GraphStore
 from resources.models.base import DEFAULT_MAX_DIMENSIONS, EmbeddingProvider, ExtractionProvider
 from resources.models.factory import EmbeddingConfig, ExtractionConfig
-from resources.settings import DEFAULTS, open_graph, open_vectors
+from resources.settings import (
+    DEFAULTS,
+    EMBEDDING_SETTINGS,
+    EXTRACTION_SETTINGS,
+    SETTINGS_FILE,
+    open_graph,
+    open_vectors,
+    read_settings_file,
+)
 from resources.tables import TableStore
 from resources.vector.base import VectorStore
 from schemas import rules
@@ -58,7 +66,48 @@ class Storage(ConfigurableResource):
         return Path(self.landing_dir)
 
 
-class ExtractionModelResource(ConfigurableResource):
+class _ModelResource(ConfigurableResource):
+    """A model's settings, re-read from `settings_file` when a run starts.
+
+    Under `dagster dev` the fields come from the process environment, which Dagster filled from
+    `.env` when the code location started: without this, editing `.env` would reach the code
+    location only after a restart or a "Reload". The settings file is read again each time
+    Dagster sets the resource up for a run (once per run with the in-process executor; an
+    observation of a model source asset is a run), and the model settings it names win over the
+    fields, as Dagster's `.env` wins over the environment at start. The memflow CLI resolves its
+    settings once and leaves `settings_file` empty for its own runs.
+    """
+
+    settings_file: str = Field(
+        default="",
+        description=f"A .env-format file ({SETTINGS_FILE}) whose model settings are re-read "
+        "at the start of every run and win over the fields; empty: the fields only.",
+    )
+    _fresh: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def _settings(cls) -> dict[str, str]:  # field -> setting name
+        raise NotImplementedError
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._fresh = self.reread()
+
+    def reread(self) -> dict[str, str]:
+        """The fields the settings file sets now ({} without a file)."""
+        found = read_settings_file(self.settings_file)
+        return {f: found[name] for f, name in self._settings().items() if name in found}
+
+    def _values(self) -> dict[str, str]:
+        return {f: self._fresh.get(f, getattr(self, f)) for f in self._settings()}
+
+    def source(self) -> str:
+        """Where this run's model settings came from, for the UI (never their values)."""
+        if self._fresh:
+            return f"{self.settings_file} (re-read when this run started)"
+        return "the process environment (as resolved when the process started)"
+
+
+class ExtractionModelResource(_ModelResource):
     """The extraction provider: `none`, `openai` (OpenAI-compatible chat API) or `command`."""
 
     provider: str = Field(default="none", description="none | openai | command")
@@ -70,16 +119,13 @@ class ExtractionModelResource(ConfigurableResource):
     timeout_s: float = Field(default=60.0)
     max_retries: int = Field(default=3)
 
+    @classmethod
+    def _settings(cls) -> dict[str, str]:
+        return EXTRACTION_SETTINGS
+
     def config(self) -> ExtractionConfig:
         return ExtractionConfig(
-            provider=self.provider,
-            base_url=self.base_url,
-            model=self.model,
-            api_key=self.api_key,
-            command=self.command,
-            allow_hosts=self.allow_hosts,
-            timeout_s=self.timeout_s,
-            max_retries=self.max_retries,
+            **self._values(), timeout_s=self.timeout_s, max_retries=self.max_retries
         )
 
     def identity(self) -> str:
@@ -90,7 +136,7 @@ class ExtractionModelResource(ConfigurableResource):
         return self.config().build()
 
 
-class EmbeddingModelResource(ConfigurableResource):
+class EmbeddingModelResource(_ModelResource):
     """The embedding provider: `none`, `openai`, `command` or `sentence-transformers`."""
 
     provider: str = Field(default="none")
@@ -104,16 +150,13 @@ class EmbeddingModelResource(ConfigurableResource):
     max_dimensions: int = Field(default=DEFAULT_MAX_DIMENSIONS)
     timeout_s: float = Field(default=60.0)
 
+    @classmethod
+    def _settings(cls) -> dict[str, str]:
+        return EMBEDDING_SETTINGS
+
     def config(self) -> EmbeddingConfig:
         return EmbeddingConfig(
-            provider=self.provider,
-            base_url=self.base_url,
-            model=self.model,
-            api_key=self.api_key,
-            command=self.command,
-            allow_hosts=self.allow_hosts,
-            max_dimensions=self.max_dimensions,
-            timeout_s=self.timeout_s,
+            **self._values(), max_dimensions=self.max_dimensions, timeout_s=self.timeout_s
         )
 
     def identity(self) -> str:

@@ -46,6 +46,31 @@ DEFAULTS: dict[str, str] = {
     "MEMFLOW_MILVUS_URI": "",
     "MEMFLOW_MILVUS_TOKEN": "",
     "MEMFLOW_API_KEYS_FILE": "",
+    "MEMFLOW_SETTINGS_FILE": ".env",
+}
+
+# The file (.env format) the code location's model resources re-read at the start of every run,
+# observations included, so a model switch needs no restart or reload (`resources.configurable`).
+SETTINGS_FILE = "MEMFLOW_SETTINGS_FILE"
+
+# The model settings, by the field of `ExtractionConfig` / `EmbeddingConfig` (and of the
+# Dagster resources wrapping them) each one feeds. These are the names a settings file can
+# change while the code location runs.
+EXTRACTION_SETTINGS: dict[str, str] = {
+    "provider": "MEMFLOW_EXTRACTOR",
+    "base_url": "MEMFLOW_EXTRACTION_URL",
+    "model": "MEMFLOW_EXTRACTION_MODEL",
+    "api_key": "MEMFLOW_EXTRACTION_API_KEY",
+    "command": "MEMFLOW_EXTRACTION_COMMAND",
+    "allow_hosts": "MEMFLOW_ALLOW_MODEL_HOSTS",
+}
+EMBEDDING_SETTINGS: dict[str, str] = {
+    "provider": "MEMFLOW_EMBEDDER",
+    "base_url": "MEMFLOW_EMBEDDING_URL",
+    "model": "MEMFLOW_EMBEDDING_MODEL",
+    "api_key": "MEMFLOW_EMBEDDING_API_KEY",
+    "command": "MEMFLOW_EMBEDDING_COMMAND",
+    "allow_hosts": "MEMFLOW_ALLOW_MODEL_HOSTS",
 }
 
 GRAPH_FILE = "graph.sqlite"
@@ -151,6 +176,16 @@ class Settings(Mapping[str, str]):
 
     def open_vectors(self) -> VectorStore:
         return open_vectors(self["MEMFLOW_MILVUS_URI"], self.data_dir, self["MEMFLOW_MILVUS_TOKEN"])
+
+
+def read_settings_file(path: str | os.PathLike[str]) -> dict[str, str]:
+    """The settings a `.env`-format file names (empty when there is no such file); names the
+    file lists without a value are left out."""
+    from dotenv import dotenv_values
+
+    if not path or not Path(path).is_file():
+        return {}
+    return {k: v for k, v in dotenv_values(path).items() if v is not None}
 
 
 def _secret(name: str) -> bool:

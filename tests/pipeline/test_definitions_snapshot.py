@@ -98,3 +98,9 @@ def resolved() -> dict[str, Any]:
 
 def test_definitions_match_the_snapshot(snapshot: SnapshotAssertion) -> None:
     assert resolved() == snapshot(extension_class=JSONSnapshotExtension)
+
+
+def test_every_check_has_a_description() -> None:
+    """The UI shows it under the check's About (issue 7)."""
+    checks = resolved()["checks"]
+    assert checks and not [name for name, c in checks.items() if not (c["description"] or "")]

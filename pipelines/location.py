@@ -1,0 +1,75 @@
+"""Runs that `memflow run` executes itself, recorded as runs of the code location `dagster dev`
+loads from `workspace.yaml`.
+
+Dagster's `execute_in_process` records a run without the origin of a code location. The UI then
+shows the run but cannot re-execute it: the re-execution looks the job up by the parent run's
+location and repository (`launch_reexecution_from_parent_run` fails with "Expected non-None
+value"), and warns that the job "may be a different version" because the in-process snapshot
+carries another executor. Here the run is created with the origin `dagster dev` gives the
+location and the snapshot of the job as the location defines it, then executed in this process
+(the job's own `in_process_executor`), so the UI treats it like a run it launched.
+
+The only module of memflow that uses Dagster internals; dagster is pinned to 1.13.x.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from dagster import DagsterInstance
+from dagster._core.definitions.reconstruct import ReconstructableJob, ReconstructableRepository
+from dagster._core.definitions.repository_definition import SINGLETON_REPOSITORY_NAME
+from dagster._core.execution.api import execute_run
+from dagster._core.execution.job_execution_result import JobExecutionResult
+from dagster._core.remote_origin import (
+    ManagedGrpcPythonEnvCodeLocationOrigin,
+    RemoteJobOrigin,
+    RemoteRepositoryOrigin,
+)
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+# workspace.yaml loads this module without a `location_name`, so Dagster names the location
+# after the module (tests/pipeline/test_location.py keeps the two equal).
+MODULE = "pipelines.definitions"
+LOCATION_NAME = MODULE
+DEFS_ATTRIBUTE = "defs"
+
+
+def job_origin(job_name: str, working_directory: str | None = None) -> RemoteJobOrigin:
+    """The origin a run of `job_name` launched from `dagster dev` carries."""
+    location = ManagedGrpcPythonEnvCodeLocationOrigin(
+        LoadableTargetOrigin(
+            module_name=MODULE, working_directory=working_directory or os.getcwd()
+        ),
+        location_name=LOCATION_NAME,
+    )
+    return RemoteJobOrigin(RemoteRepositoryOrigin(location, SINGLETON_REPOSITORY_NAME), job_name)
+
+
+def reconstructable_job(job_name: str, working_directory: str | None = None) -> ReconstructableJob:
+    repository = ReconstructableRepository.for_module(
+        MODULE, DEFS_ATTRIBUTE, working_directory=working_directory or os.getcwd()
+    )
+    return repository.get_reconstructable_job(job_name)
+
+
+def execute(
+    job_name: str,
+    instance: DagsterInstance,
+    *,
+    run_config: Mapping[str, Any] | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> JobExecutionResult:
+    """Run the code location's job `job_name` in this process, recorded as a run of the
+    location (re-executable from the UI); never raises for a failed step."""
+    recon = reconstructable_job(job_name)
+    run = instance.create_run_for_job(
+        job_def=recon.get_definition(),
+        run_config=dict(run_config or {}),
+        tags=dict(tags or {}),
+        remote_job_origin=job_origin(job_name),
+        job_code_origin=recon.get_python_origin(),
+    )
+    return execute_run(recon, run, instance, raise_on_error=False)

@@ -1,0 +1,151 @@
+"""A model switched in the settings file reaches a running code location at its next run.
+
+Under `dagster dev` the code location's environment is what `.env` held when it started; the
+model resources re-read `MEMFLOW_SETTINGS_FILE` whenever a run starts (an observation is a run).
+Here the process environment plays the started code location (it keeps the old model) while the
+file changes: the next observation records the new model, entity_embeddings turns unsynced, a
+materialization re-embeds under the new model's name, and recall keeps answering with the old
+model until the new one covers the tenant.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, DagsterInstance
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._core.loader import LoadingContextForTest
+
+from pipelines import location
+from pipelines.batches import range_tags
+from pipelines.definitions import defs
+from pipelines.runner import run_all
+from pipelines.settings import resolve
+from recall.server import build_service
+from resources.settings import DEFAULTS, SETTINGS_FILE, Settings
+from resources.vector.lite_server import stop_lite_server
+from schemas.scope import Scope
+from tests.pipeline.landing_fixtures import small_landing
+from tests.support.embeddings_server import EmbeddingsServer
+
+pytestmark = pytest.mark.slow
+TENANTS = ["acme/api", "globex/ml"]
+EMBEDDINGS = AssetKey("entity_embeddings")
+
+
+def write_settings(
+    path: Path, url: str, model: str, previous: str = "", extraction: str = ""
+) -> None:
+    extractor = (
+        "MEMFLOW_EXTRACTOR=openai\nMEMFLOW_EXTRACTION_URL=http://127.0.0.1:9\n"
+        f"MEMFLOW_EXTRACTION_MODEL={extraction}\n"
+        if extraction
+        else "MEMFLOW_EXTRACTOR=none\n"
+    )
+    path.write_text(
+        "# the code location's .env\n"
+        f"{extractor}"
+        "MEMFLOW_EMBEDDER=openai\n"
+        f"MEMFLOW_EMBEDDING_URL={url}\n"
+        f"MEMFLOW_EMBEDDING_MODEL={model}\n"
+        f"MEMFLOW_PREVIOUS_EMBEDDING_MODEL={previous}\n"
+    )
+
+
+def observed(instance: DagsterInstance, source: str):
+    (record,) = instance.fetch_observations(AssetKey(source), limit=1).records
+    return record.asset_observation
+
+
+def stale(instance: DagsterInstance, asset: AssetKey = EMBEDDINGS) -> dict[str, StaleStatus]:
+    # What the UI shows as "Unsynced" on a partition.
+    resolver = CachingStaleStatusResolver(
+        instance, defs.resolve_asset_graph(), LoadingContextForTest(instance)
+    )
+    return {t: resolver.get_status(asset, t) for t in TENANTS}
+
+
+@pytest.fixture
+def code_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    landing, data = small_landing(tmp_path / "landing"), tmp_path / "data"
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    for name in DEFAULTS:
+        monkeypatch.delenv(name, raising=False)
+    with EmbeddingsServer(dim=8) as server:
+        settings = tmp_path / ".env"
+        write_settings(settings, server.url, "hash-a")
+        # What `dagster dev` holds after loading .env at start ...
+        resolve({"MEMFLOW_LANDING_DIR": str(landing), "MEMFLOW_DATA_DIR": str(data)}, settings)
+        # ... and the file its model resources re-read.
+        monkeypatch.setenv(SETTINGS_FILE, str(settings))
+        yield settings, server, landing, data
+    stop_lite_server(data)
+
+
+def test_a_model_switched_in_the_settings_file_is_observed_and_re_embedded(
+    code_location,
+) -> None:
+    settings, server, landing, data = code_location
+    assert not run_all(str(landing), str(data)).failures
+    instance = DagsterInstance.get()
+    first = observed(instance, "embedding_model")
+    assert first.data_version == "hash-a"
+    assert first.metadata["model"].value == "hash-a"
+    assert set(stale(instance).values()) == {StaleStatus.FRESH}
+    assert observed(instance, "extraction_model").data_version == "none"
+
+    # The switch: the file changes, the code location's environment does not.
+    write_settings(settings, server.url, "hash-b", previous="hash-a", extraction="llama-b")
+    assert os.environ["MEMFLOW_EMBEDDING_MODEL"] == "hash-a"
+    assert os.environ["MEMFLOW_EXTRACTOR"] == "none"
+    location.execute("survey_job", instance)  # what "Observe" does from the UI
+
+    second = observed(instance, "embedding_model")
+    assert second.data_version == "hash-b"
+    assert str(settings) in second.metadata["settings_from"].value
+    assert set(stale(instance).values()) == {StaleStatus.STALE}
+    assert observed(instance, "extraction_model").data_version == "openai-compatible:llama-b"
+    triples = AssetKey("extracted_triples")
+    assert set(stale(instance, triples).values()) == {StaleStatus.STALE}
+
+    # Recall (settings as `memflow serve` reads them now) keeps the old model until the new
+    # one covers the tenant.
+    cfg = Settings.from_env().with_values(
+        MEMFLOW_EMBEDDING_MODEL="hash-b", MEMFLOW_PREVIOUS_EMBEDDING_MODEL="hash-a"
+    )
+    built = build_service(cfg, warm_up=False)
+    try:
+        answer = built.service.recall(Scope("acme", "api"), "which database does the api use?")
+        assert answer.embedding_model == "hash-a"
+        assert "previous_model" in [w.code for w in answer.warnings]
+
+        server.requests.clear()
+        result = location.execute("tenant_job", instance, tags=range_tags(*TENANTS))
+        assert result.success
+        assert {r.model for r in server.requests} == {"hash-b"}  # re-embedded, new model
+        assert set(stale(instance).values()) == {StaleStatus.FRESH}
+        for tenant in TENANTS:
+            held = cfg.open_vectors().models(Scope.parse(tenant))
+            assert set(held) == {"hash-a", "hash-b"}  # kept per model, never mixed
+            assert held["hash-b"][1] == held["hash-a"][1] > 0
+
+        answer = built.service.recall(Scope("acme", "api"), "which database does the api use?")
+        assert answer.embedding_model == "hash-b"
+        assert "previous_model" not in [w.code for w in answer.warnings]
+    finally:
+        built.close()
+
+
+def test_the_cli_resolves_once_and_ignores_the_settings_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memflow run` keeps flags > environment > .env for its own runs: it empties the file."""
+    settings = tmp_path / ".env"
+    settings.write_text("MEMFLOW_EMBEDDER=sentence-transformers\nMEMFLOW_SETTINGS_FILE=.env\n")
+    monkeypatch.setenv("MEMFLOW_EMBEDDER", "none")
+    monkeypatch.setenv(SETTINGS_FILE, str(settings))
+    got = resolve({}, settings)
+    assert got[SETTINGS_FILE] == "" == os.environ[SETTINGS_FILE]
+    assert got["MEMFLOW_EMBEDDER"] == "none"
