@@ -155,7 +155,9 @@ def validated_facts(
                 "rows_out": facts.height,
                 "superseded": built.superseded,
                 "contract_rejects": fact_rejects.height,
-                "rejects_by_reason": by_reason(reasons),
+                # `rejects` above counts this step's triples; this is the tenant's whole
+                # quarantine (landing, extraction and validation), errors only.
+                "quarantine_by_reason": by_reason(reasons),
                 "cap_use": f"{facts.height}/{rules.MAX_FACTS_PER_REPO} facts, "
                 f"{entities.height}/{rules.MAX_ENTITIES_PER_REPO} entities",
                 "duration_s": round(time.perf_counter() - started, 3),

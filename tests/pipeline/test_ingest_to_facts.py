@@ -73,7 +73,7 @@ def test_landing_to_validated_facts(instance, landing: Path, data_dir: Path) -> 
     # metadata reaches the UI, on the tenant's own materialization
     mat = _latest(instance, "validated_facts", ACME.key)
     assert mat.metadata["rows_out"].value == 3
-    assert "predicate_not_upper_snake_case" in mat.metadata["rejects_by_reason"].value
+    assert "predicate_not_upper_snake_case" in mat.metadata["quarantine_by_reason"].value
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
     assert checks["turn_contract"] and checks["lines_accounted"] and checks["fact_contract"]
 
