@@ -116,6 +116,9 @@ def test_a_model_switched_in_the_settings_file_is_observed_and_re_embedded(
         MEMFLOW_EMBEDDING_MODEL="hash-b", MEMFLOW_PREVIOUS_EMBEDDING_MODEL="hash-a"
     )
     built = build_service(cfg, warm_up=False)
+    # Coverage is cached for a few seconds per scope (recall.vector_leg); a fast re-embed
+    # finishes inside that window, so this test reads coverage fresh on every query.
+    built.service.vector_leg.coverage_ttl_s = 0.0
     try:
         answer = built.service.recall(Scope("acme", "api"), "which database does the api use?")
         assert answer.embedding_model == "hash-a"
