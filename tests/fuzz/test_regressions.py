@@ -1,0 +1,83 @@
+"""One regression test per bug the fuzz suite found, each built from the smallest input that
+showed it (the fuzz's own shrunk example), named after what the fix guarantees."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from memflow import landing
+from memflow.turns import TurnTables, ingest_turns
+from schemas.scope import Scope
+
+GHP = "ghp_" + "Rt7Kq9zX2mLw8VbN4cYs1HfJ0aPdE6uG3iKo"
+AKIA = "AKIAQ7RT4EXMPL2XYZ12"
+NOW = datetime(2026, 11, 22, tzinfo=UTC)
+TS = "2026-11-20T10:00:00Z"
+SCOPE = Scope("acme", "r")
+
+
+def line(**fields: object) -> dict[str, object]:
+    return {
+        "org": "acme",
+        "repo": "r",
+        "session_id": "s",
+        "turn_id": "t1",
+        "ts": TS,
+        "role": "user",
+        "content": "hi",
+        "client": "c",
+        **fields,
+    }
+
+
+def land(root: Path, org: str, repo: str, name: str, lines: list[dict[str, object]]) -> Path:
+    folder = root / org / repo
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def pieces(secret: str, size: int = 16) -> list[str]:
+    return [secret[i : i + size] for i in range(len(secret) - size + 1)]
+
+
+def leaked(text: str, secret: str) -> bool:
+    return any(p in text for p in pieces(secret))
+
+
+def test_a_secret_in_tool_name_is_redacted_like_every_id(tmp_path: Path) -> None:
+    root = tmp_path / "landing"
+    land(root, "acme", "r", "a.jsonl", [line(role="tool", tool_name=f"tool-{GHP}")])
+    read = landing.read_tenant_files(root, SCOPE, now=NOW)
+    assert read.turns.height == 1
+    assert GHP not in read.turns["tool_name"][0]
+    update = ingest_turns(root, SCOPE, [root / "acme/r/a.jsonl"], TurnTables.empty(), NOW)
+    assert not leaked(json.dumps(update.tables.turns.to_dicts(), default=str), GHP)
+
+
+@pytest.mark.parametrize("pad", [60, 70, 80])
+def test_a_scope_mismatch_detail_never_keeps_part_of_a_clipped_secret(
+    tmp_path: Path, pad: int
+) -> None:
+    root = tmp_path / "landing"
+    land(root, "acme", "r", "a.jsonl", [line(org="x" * pad + "-" + GHP)])
+    read = landing.read_tenant_files(root, SCOPE, now=NOW)
+    assert read.rejects["reason"].to_list() == ["scope_mismatch"]
+    assert not leaked(json.dumps(read.rejects.to_dicts()), GHP)
+
+
+@pytest.mark.parametrize("pad", [1960, 1970, 1975])
+def test_a_long_rejected_session_id_is_redacted_before_it_is_clipped(
+    tmp_path: Path, pad: int
+) -> None:
+    root = tmp_path / "landing"
+    land(root, "acme", "r", "a.jsonl", [line(session_id="s" * pad + "-" + GHP, role="bad")])
+    read = landing.read_tenant_files(root, SCOPE, now=NOW)
+    assert read.rejects["reason"].to_list() == ["bad_role"]
+    session = read.rejects["session_id"][0]
+    assert len(session) <= 2000 and not leaked(session, GHP)
