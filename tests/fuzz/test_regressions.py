@@ -11,7 +11,7 @@ import pytest
 
 from memflow import landing
 from memflow.turns import TurnTables, ingest_turns
-from schemas.scope import Scope
+from schemas.scope import Scope, ScopeError
 
 GHP = "ghp_" + "Rt7Kq9zX2mLw8VbN4cYs1HfJ0aPdE6uG3iKo"
 AKIA = "AKIAQ7RT4EXMPL2XYZ12"
@@ -58,6 +58,24 @@ def test_a_secret_in_tool_name_is_redacted_like_every_id(tmp_path: Path) -> None
     assert GHP not in read.turns["tool_name"][0]
     update = ingest_turns(root, SCOPE, [root / "acme/r/a.jsonl"], TurnTables.empty(), NOW)
     assert not leaked(json.dumps(update.tables.turns.to_dicts(), default=str), GHP)
+
+
+def test_a_scope_name_holding_a_secret_is_no_tenant_and_is_listed_with_its_lines(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "landing"
+    land(root, GHP, "r", "a.jsonl", [line(org=GHP)])
+    found = landing.discover(root)
+    assert list(found) == []
+    problems = landing.landing_problems(root, found)
+    assert problems["reason"].to_list() == ["invalid_scope"]
+    assert problems["lines"].to_list() == [1]
+    assert not leaked(json.dumps(problems.to_dicts()), GHP)
+    with pytest.raises(ScopeError) as err:
+        Scope(GHP, "r")
+    assert GHP not in str(err.value)
+    with pytest.raises(ScopeError):
+        Scope("acme", AKIA)
 
 
 @pytest.mark.parametrize("pad", [60, 70, 80])
