@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from memflow import landing
+from memflow.extract import ExtractionTables, extract_tenant
 from memflow.turns import TurnTables, ingest_turns
 from schemas.scope import Scope, ScopeError
+from schemas.triples import TurnContext, items_to_triples
 
 GHP = "ghp_" + "Rt7Kq9zX2mLw8VbN4cYs1HfJ0aPdE6uG3iKo"
 AKIA = "AKIAQ7RT4EXMPL2XYZ12"
@@ -78,6 +80,30 @@ def test_a_scope_name_holding_a_secret_is_no_tenant_and_is_listed_with_its_lines
         Scope("acme", AKIA)
 
 
+def test_a_triple_naming_its_own_turn_id_keeps_its_turn_and_survives_the_next_run(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "landing"
+    triples = [{"subject": "svc", "predicate": "USES", "object": "redis", "turn_id": "other"}]
+    upsert = line(
+        role="tool",
+        content="",
+        tool_name="upsert_graph_triples",
+        tool_input={"triples": triples},
+    )
+    land(root, "acme", "r", "a.jsonl", [upsert])
+    first = ingest_turns(root, SCOPE, [root / "acme/r/a.jsonl"], TurnTables.empty(), NOW)
+    done = extract_tenant(
+        SCOPE, first.tables.turns, ExtractionTables.of(None, None, None), None, "none", now=NOW
+    )
+    assert done.tables.triples["turn_id"].to_list() == ["t1"]
+    land(root, "acme", "r", "b.jsonl", [line(turn_id="t2")])
+    files = [root / "acme/r/a.jsonl", root / "acme/r/b.jsonl"]
+    second = ingest_turns(root, SCOPE, files, first.tables, NOW)
+    again = extract_tenant(SCOPE, second.tables.turns, done.tables, None, "none", now=NOW)
+    assert again.tables.triples.height == 1  # was 0: the triple was dropped as orphaned
+
+
 @pytest.mark.parametrize("pad", [60, 70, 80])
 def test_a_scope_mismatch_detail_never_keeps_part_of_a_clipped_secret(
     tmp_path: Path, pad: int
@@ -99,3 +125,26 @@ def test_a_long_rejected_session_id_is_redacted_before_it_is_clipped(
     assert read.rejects["reason"].to_list() == ["bad_role"]
     session = read.rejects["session_id"][0]
     assert len(session) <= 2000 and not leaked(session, GHP)
+
+
+def _ctx() -> TurnContext:
+    return TurnContext("acme", "r", "2026-11-20", "s", "t", NOW, "c", "explicit", "explicit")
+
+
+def test_a_token_as_predicate_is_redacted_before_it_is_normalised() -> None:
+    rows, rejects = items_to_triples([{"subject": "a", "predicate": AKIA, "object": "b"}], _ctx())
+    assert rows == [] and [r["reason"] for r in rejects] == ["predicate_not_upper_snake_case"]
+    assert AKIA not in json.dumps(rejects)
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"subject": "a", "predicate": "x" * 60 + " " + GHP, "object": "b"},
+        {"subject": "a", "predicate": "USES", "object": "b", "confidence": "x" * 20 + " " + GHP},
+        {"subject": "a", "predicate": "USES", "object": "b", "valid_from": "x" * 20 + " " + GHP},
+    ],
+)
+def test_triple_details_redact_a_value_before_clipping_it(item: dict[str, str]) -> None:
+    _, rejects = items_to_triples([item], _ctx())
+    assert rejects and not leaked(json.dumps(rejects), GHP)
