@@ -7,11 +7,17 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import polars as pl
 import pytest
+from fastapi.testclient import TestClient
 
 from memflow import landing
 from memflow.extract import ExtractionTables, extract_tenant
 from memflow.turns import TurnTables, ingest_turns
+from recall.api import create_app
+from recall.auth import KeyRing, add_key
+from recall.service import RecallService
+from resources.graph.sqlite import SqliteGraphStore
 from schemas.scope import Scope, ScopeError
 from schemas.triples import TurnContext, items_to_triples
 
@@ -148,3 +154,54 @@ def test_a_token_as_predicate_is_redacted_before_it_is_normalised() -> None:
 def test_triple_details_redact_a_value_before_clipping_it(item: dict[str, str]) -> None:
     _, rejects = items_to_triples([item], _ctx())
     assert rejects and not leaked(json.dumps(rejects), GHP)
+
+
+def test_the_triples_answer_names_the_ids_ingestion_stores_and_echoes_no_secret(
+    tmp_path: Path,
+) -> None:
+    keys = tmp_path / "keys.json"
+    key = add_key(keys, "acme", "*")
+    root = tmp_path / "landing"
+    with RecallService(SqliteGraphStore(tmp_path / "g.sqlite")) as service:
+        app = create_app(service=service, keys=KeyRing(keys), landing_dir=root)
+        with TestClient(app) as client:
+            answer = client.post(
+                "/v1/triples",
+                headers={"Authorization": f"Bearer {key}"},
+                json={
+                    "tenant": "acme/r",
+                    "session_id": f"sess-{GHP}",
+                    "client": f"client/{AKIA}",
+                    "triples": [{"subject": "svc", "predicate": "USES", "object": "redis"}],
+                },
+            )
+    assert answer.status_code == 202, answer.text
+    assert not leaked(answer.text, GHP) and AKIA not in answer.text
+    body = answer.json()
+    files = landing.discover(root)[SCOPE]
+    turns = ingest_turns(root, SCOPE, files, TurnTables.empty(), datetime.now(UTC)).tables.turns
+    done = extract_tenant(SCOPE, turns, ExtractionTables.of(None, None, None), None, "none")
+    triples = done.tables.triples
+    assert triples["triple_id"].to_list() == [body["triples"][0]["triple_id"]]
+    assert triples["session_id"].to_list() == [body["session_id"]]
+    assert triples.filter(pl.col("client").str.contains(AKIA)).is_empty()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"tenant": "acme/r", "turns": [{"session_id": "s", "turn_id": "t", GHP: 1}]},
+        {"tenant": "acme/r", GHP: 1, "turns": []},
+    ],
+)
+def test_a_validation_error_never_echoes_a_field_name_holding_a_secret(
+    tmp_path: Path, body: dict[str, object]
+) -> None:
+    keys = tmp_path / "keys.json"
+    key = add_key(keys, "acme", "*")
+    with RecallService(SqliteGraphStore(tmp_path / "g.sqlite")) as service:
+        app = create_app(service=service, keys=KeyRing(keys), landing_dir=tmp_path / "landing")
+        with TestClient(app) as client:
+            answer = client.post("/v1/turns", headers={"Authorization": f"Bearer {key}"}, json=body)
+    assert answer.status_code == 422
+    assert "extra_forbidden" in answer.text and not leaked(answer.text, GHP)
