@@ -58,14 +58,17 @@ class Counts:
     secrets_planted: int = 0
     secrets_found: int = 0
     reasons: Counter[str] = field(default_factory=Counter)
-    # secret kind -> where it was found (one entry per place); kept out of the sums
+    # secret (kind and first characters) -> where it was found, one entry per place
     leaks: dict[str, list[str]] = field(default_factory=dict)
 
     def add(self, other: Counts) -> None:
         for name in self.__dataclass_fields__:
             if name == "reasons":
                 self.reasons.update(other.reasons)
-            elif name != "leaks":
+            elif name == "leaks":
+                for secret, places in other.leaks.items():
+                    self.leaks.setdefault(secret, []).extend(places)
+            else:
                 setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def look(self, haystack: str, secrets: list[Secret], where: str) -> None:

@@ -55,8 +55,10 @@ class Tally:
     def as_dict(self) -> dict[str, dict]:
         out = {}
         for group, c in self.groups.items():
-            fields = {k: getattr(c, k) for k in c.__dataclass_fields__ if k != "reasons"}
-            out[group] = {**fields, "reasons": dict(c.reasons)}
+            fields = {
+                k: getattr(c, k) for k in c.__dataclass_fields__ if k not in ("reasons", "leaks")
+            }
+            out[group] = {**fields, "reasons": dict(c.reasons), "leaks": dict(c.leaks)}
         return out
 
     def flush(self) -> None:
