@@ -65,8 +65,9 @@ from its name; one that keeps changing is skipped and reported (``changed_during
 result never mixes two versions.
 
 Secrets: rejected records go through `_record` and id fields (session_id, turn_id, client,
-file names) through `_id`, the two places redaction of this module's output happens. Turn
-content is not redacted here (the turns stage does it), so never log what this module returns.
+tool_name, file names) through `_id`, the two places redaction of this module's output
+happens. Turn content is not redacted here (the turns stage does it), so never log what this
+module returns.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ from typing import Any, NamedTuple
 import orjson
 import polars as pl
 
-from schemas import ids
+from schemas import ids, redaction
 from schemas.redaction import redact_id as _redact_id
 from schemas.redaction import redact_record as _redact_record
 from schemas.rules import (
@@ -149,6 +150,12 @@ def _id(value: str) -> str:
 @functools.lru_cache(maxsize=1 << 16)
 def _redacted_id(value: str) -> str:
     return _redact_id(value)
+
+
+def _redacted_clip(value: str, limit: int) -> str:
+    """A value shown in a detail or an id column, redacted before it is clipped (a secret cut
+    in two is no longer recognised); not a record (those go through `_record`)."""
+    return redaction.redact_record(value, limit)
 
 
 def _text(name: str) -> str:
@@ -732,7 +739,7 @@ def _check(
         obj["role"],
         _id(obj["client"]),
         content or "",
-        tool_name,
+        _id(tool_name) if tool_name else None,
         tool_json,
         line_no,
     )
@@ -864,12 +871,20 @@ def _kind_of(value: Any) -> str:
 
 
 def _short(value: str) -> str:
-    return repr(value[:100])
+    """A value for a detail, redacted before it is clipped (a secret cut in two is no longer
+    recognised)."""
+    return repr(_redacted_clip(value, 100))
 
 
 def _str_field(obj: Any, name: str) -> str | None:
+    """An id field of a rejected record, redacted before it is clipped (a secret cut in two
+    is no longer recognised)."""
     value = obj.get(name) if isinstance(obj, dict) else None
-    return _id(value[:MAX_RECORD_CHARS]) if isinstance(value, str) else None
+    if not isinstance(value, str):
+        return None
+    if len(value) <= MAX_RECORD_CHARS:
+        return _id(value)
+    return _redacted_clip(_redact_id(value), MAX_RECORD_CHARS)
 
 
 def _jsonl_lines(src: _Source, max_line_bytes: int) -> Iterator[tuple[int, bytes, bool]]:

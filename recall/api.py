@@ -98,6 +98,7 @@ from recall.service import RecallService
 from resources.graph.base import GraphStoreError
 from resources.vector.base import VectorStoreError
 from schemas import ids
+from schemas.redaction import redact_id
 from schemas.rules import DEFAULT_TIME_WINDOW, TimeWindow
 from schemas.scope import Scope
 from schemas.triples import TurnContext, items_to_triples
@@ -410,10 +411,12 @@ def _install_routes(app: FastAPI, api: Api) -> None:
             tenant_id=scope.tenant_id,
             ns=scope.ns,
             day=now.date().isoformat(),
-            session_id=body.session_id or f"api-{uuid.uuid4().hex}",
+            # Ids as ingestion will store them (`memflow.landing` redacts id fields), so the
+            # ids answered are the ones the pipeline computes, and no secret is echoed.
+            session_id=redact_id(body.session_id) if body.session_id else f"api-{uuid.uuid4().hex}",
             turn_id=f"api-{uuid.uuid4().hex}",
             ts=now,
-            client=body.client,
+            client=redact_id(body.client),
             model="explicit",
             source="explicit",
         )

@@ -19,6 +19,7 @@ from starlette.types import Scope as AsgiScope
 
 from recall.metrics import ApiMetrics
 from recall.requests import ApiLimits, ErrorBody
+from schemas.redaction import redact_record
 
 
 class ApiError(Exception):
@@ -60,9 +61,13 @@ def error_response(
 
 
 def _clip(value: Any, size: int = 100) -> Any:
+    """A location part or message as an error may show it: redacted, then clipped. A location
+    names what the client sent, an unknown field's name included, and that name may be a
+    secret (``{"ghp_...": 1}``)."""
     if isinstance(value, str):
-        return value[:size].encode("utf-8", "replace").decode("utf-8")
-    return value if isinstance(value, int) else str(value)[:size]
+        text = value.encode("utf-8", "replace").decode("utf-8")
+        return redact_record(text, size)
+    return value if isinstance(value, int) else redact_record(str(value), size)
 
 
 def validation_details(errors: Sequence[Any]) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from schemas.redaction import contains_secret
 from schemas.rules import SCOPE_PART
 
 _PART = re.compile(SCOPE_PART)
@@ -16,7 +17,11 @@ class ScopeError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """`tenant_id` is the org, `ns` the repo (the graph). Both are required everywhere."""
+    """`tenant_id` is the org, `ns` the repo (the graph). Both are required everywhere.
+
+    A name that holds a secret (a token that fits the name's characters, ``ghp_...``,
+    ``AKIA...``) is not valid: a scope is a directory, a partition key and a column of every
+    row, none of which is redacted, so it could never be stored without the secret."""
 
     tenant_id: str
     ns: str
@@ -30,6 +35,8 @@ class Scope:
                     f"{label} {value!r} is not a valid name "
                     "(letters, digits, '.', '_', '-'; at most 100 characters)"
                 )
+            if contains_secret(value):  # the value is not shown: it is a secret
+                raise ScopeError(f"{label} is not a valid name (it holds a secret)")
 
     @property
     def key(self) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import polars as pl
 
 from schemas import ids, rules
-from schemas.redaction import redact
+from schemas.redaction import redact, redact_record
 from schemas.rules import Reason
 from schemas.tables import QUARANTINE, TRIPLES, conform
 
@@ -99,7 +99,7 @@ def _supersedes(value: object, ctx: TurnContext) -> tuple[str | None, str | None
     if isinstance(value, Mapping):
         subject, r1 = clean_name(value.get("subject"))
         obj, r2 = clean_name(value.get("object"))
-        predicate = rules.normalize_predicate(value.get("predicate"))
+        predicate = rules.normalize_predicate(_redacted(value.get("predicate")))
         if subject and obj and predicate and not (r1 or r2):
             return resolve_fact_id(ctx.tenant_id, ctx.ns, subject, predicate, obj), None
     return None, Reason.BAD_SUPERSEDES
@@ -153,7 +153,8 @@ def items_to_triples(
         subject, reason = clean_name(item.get("subject"))
         obj, reason_o = clean_name(item.get("object")) if reason is None else (None, None)
         reason = reason or reason_o
-        predicate = rules.normalize_predicate(item.get("predicate"))
+        raw_predicate = _redacted(item.get("predicate"))
+        predicate = rules.normalize_predicate(raw_predicate)
         if reason is None and predicate is None:
             reason = Reason.PREDICATE_INVALID
         confidence, c_reason = parse_confidence(item.get("confidence"), explicit=explicit)
@@ -181,7 +182,11 @@ def items_to_triples(
             else:
                 valid_from = parsed
         assert subject and obj and predicate and confidence is not None and valid_from
-        turn_id = str(item.get("turn_id") or ctx.turn_id)
+        # The turn the item came from, never a turn_id the item names itself: the extraction
+        # stage keeps a turn's triples by (session_id, turn_id), so a triple under any other id
+        # would be lost on the next incremental run (extract_day already groups model items
+        # by the turn they name).
+        turn_id = ctx.turn_id
         rows.append(
             {
                 "triple_id": ids.stable_id(
@@ -201,7 +206,7 @@ def items_to_triples(
                 "day": ctx.day,
                 "subject": subject,
                 "predicate": predicate,
-                "predicate_raw": str(item.get("predicate"))[: rules.MAX_PREDICATE_CHARS * 2],
+                "predicate_raw": str(raw_predicate)[: rules.MAX_PREDICATE_CHARS * 2],
                 "object": obj,
                 "subject_type": _type(item.get("subject_type")),
                 "object_type": _type(item.get("object_type")),
@@ -223,8 +228,20 @@ def _type(value: object) -> str | None:
     return None if reason else name
 
 
+def _redacted(value: object) -> object:
+    """A string redacted (a predicate is a name too: a token can be UPPER_SNAKE_CASE), anything
+    else as it is."""
+    return redact(value) if isinstance(value, str) else value
+
+
+def _shown(value: object, size: int) -> str:
+    """A value for a detail: redacted before it is clipped (a secret cut in two is no longer
+    recognised, so clipping first would keep the rest of it)."""
+    return repr(redact_record(str(value), size))
+
+
 def _valid_from_detail(value: object, kept: datetime) -> str:
-    shown = repr(value[:40]) if isinstance(value, str) else f"a {type(value).__name__}"
+    shown = _shown(value, 40) if isinstance(value, str) else f"a {type(value).__name__}"
     return (
         f"valid_from {shown} is not a date (ISO-8601 date or date-time, YYYY-MM or YYYY); "
         f"the fact was kept with the turn's time {kept.isoformat()}"
@@ -233,7 +250,7 @@ def _valid_from_detail(value: object, kept: datetime) -> str:
 
 def _detail(reason: str, item: Mapping) -> str:
     if reason == Reason.PREDICATE_INVALID:
-        return f"predicate {str(item.get('predicate'))[:80]!r} is not UPPER_SNAKE_CASE"
+        return f"predicate {_shown(item.get('predicate'), 80)} is not UPPER_SNAKE_CASE"
     if reason == Reason.NAME_TOO_LONG:
         return f"a name is longer than {rules.MAX_NAME_CHARS} characters"
     if reason == Reason.LOW_CONFIDENCE:
@@ -241,7 +258,7 @@ def _detail(reason: str, item: Mapping) -> str:
     if reason == Reason.CONFIDENCE_OUT_OF_RANGE:
         return f"confidence {item.get('confidence')!r} is outside [0, 1]"
     if reason == Reason.CONFIDENCE_INVALID:
-        return f"confidence {str(item.get('confidence'))[:40]!r} is not a number"
+        return f"confidence {_shown(item.get('confidence'), 40)} is not a number"
     return reason.replace("_", " ")
 
 
