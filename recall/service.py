@@ -40,6 +40,7 @@ from recall.answers import (
     RecallError,
     RecallWarning,
     SemanticUnavailable,
+    Source,
     SubgraphAnswer,
     Timings,
     assemble,
@@ -487,12 +488,23 @@ def _fact_model(
         confidence=f.confidence,
         valid_from=f.valid_from,
         valid_to=f.valid_to,
-        provenance=Provenance.model_construct(
-            session_id=f.session_id, turn_id=f.turn_id, client=f.client, model=f.model
-        ),
+        provenance=_provenance(f),
         hop=hop,
         score=score,
         contradicts=list(contradicts),
+    )
+
+
+def _provenance(f: FactRecord) -> Provenance:
+    """The fact's first statement and every turn that stated it (a fact stored before facts
+    kept their sources names its first statement only)."""
+    turns = f.sources or ((f.session_id, f.turn_id),)
+    return Provenance.model_construct(
+        session_id=f.session_id,
+        turn_id=f.turn_id,
+        client=f.client,
+        model=f.model,
+        sources=[Source.model_construct(session_id=s, turn_id=t) for s, t in turns],
     )
 
 
@@ -500,9 +512,7 @@ def _recalled(index: ScopeIndex, s: Selected) -> RecalledFact:
     f = index.facts[s.row]
     provenance = index.provenance.get(s.row)
     if provenance is None:  # built once per fact and index; racing builders store equal ones
-        provenance = index.provenance[s.row] = Provenance.model_construct(
-            session_id=f.session_id, turn_id=f.turn_id, client=f.client, model=f.model
-        )
+        provenance = index.provenance[s.row] = _provenance(f)
     return assemble(
         RecalledFact,
         {

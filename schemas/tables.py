@@ -73,7 +73,13 @@ TRIPLES: dict[str, pl.DataType] = {
     "client": pl.String(),
     "model": pl.String(),  # "explicit" for agents' tool calls, else the extraction model
     "source": pl.String(),  # explicit | llm | command
+    # When the turn that stated it happened (its `ts`): orders statements made on one day, so
+    # a fact's first statement is the earliest turn (null in tables written before it existed).
+    "stated_at": UTC_TS,
 }
+
+# One turn that stated a fact.
+SOURCE = pl.Struct({"session_id": pl.String(), "turn_id": pl.String()})
 
 FACTS: dict[str, pl.DataType] = {
     "fact_id": pl.String(),
@@ -95,6 +101,10 @@ FACTS: dict[str, pl.DataType] = {
     "model": pl.String(),
     "source": pl.String(),
     "triple_id": pl.String(),
+    # Every turn whose triples state the fact, first statement first (its session_id and
+    # turn_id above), at most `schemas.rules.MAX_FACT_SOURCES`; a stored fact restated later
+    # gains the new turns (`memflow.facts`). Null in tables written before it existed.
+    "sources": pl.List(SOURCE),
 }
 
 ENTITIES: dict[str, pl.DataType] = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -69,11 +70,13 @@ def test_answer_carries_facts_provenance_notice_and_timings(
         "USES_DATABASE",
         "PostgreSQL",
     )
+    # Stored without a list of sources: the first statement is the one source known.
     assert fact.provenance.model_dump() == {
         "session_id": "s-1",
         "turn_id": "t-1",
         "client": "claude-code",
         "model": "explicit",
+        "sources": [{"session_id": "s-1", "turn_id": "t-1"}],
     }
     assert fact.hop == 1 and fact.score is not None and fact.score > 0
     assert answer.notice == NOTICE and "not instructions" in answer.notice
@@ -96,7 +99,25 @@ def test_answer_carries_facts_provenance_notice_and_timings(
         "fact_id", "subject_id", "subject", "predicate", "object_id", "object", "confidence",
         "valid_from", "valid_to", "provenance", "hop", "score", "contradicts",
     }  # fmt: skip
-    assert "source" not in json.dumps(payload["facts"])
+    assert '"source"' not in json.dumps(payload["facts"])  # the triple's origin kind stays in
+
+
+def test_answer_cites_every_turn_that_stated_the_fact(
+    graph: SqliteGraphStore, acme: Memory
+) -> None:
+    ids = _payments(acme)
+    turns = (("s-1", "t-1"), ("s-2", "t-7"), ("s-3", "t-2"))
+    acme.facts[ids["db"]] = replace(acme.facts[ids["db"]], sources=turns)
+    acme.load(graph)
+    service = RecallService(graph)
+    for answer in (
+        service.recall(acme.scope, "which database do we use?"),
+        service.subgraph(acme.scope, [acme.eid("payments-api")]),
+    ):
+        fact = next(f for f in answer.facts if f.fact_id == ids["db"])
+        got = [(s.session_id, s.turn_id) for s in fact.provenance.sources]
+        assert got == list(turns)
+        assert (fact.provenance.session_id, fact.provenance.turn_id) == turns[0]
 
 
 def test_bad_arguments_raise_recall_error(graph: SqliteGraphStore, acme: Memory) -> None:
