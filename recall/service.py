@@ -293,7 +293,8 @@ class RecallService:
             return _Legs(names_mode)
         try:
             leg = self.vector_leg
-            choice = leg.choose_model(scope, index.entity_count)
+            n_facts = len(index.facts)
+            choice = leg.choose_model(scope, index.entity_count, n_facts)
             vector = leg.embed(choice.model, query)
             clock.lap("embed")
             hits = leg.nearest(
@@ -305,7 +306,7 @@ class RecallService:
             )
             fact_hits: list[VectorHit] = []
             if self.config.fact_vectors > 0 and leg.fact_vectors(
-                scope, choice.model, index.entity_count
+                scope, choice.model, index.entity_count, n_facts
             ):
                 fact_hits = leg.nearest(
                     fact_vectors_key(choice.model),

@@ -16,6 +16,7 @@ from resources.models.openai_embeddings import OpenAIEmbeddingProvider
 from resources.vector.milvus import MilvusVectorStore
 from schemas.scope import Scope
 from tests.recall.conftest import T0, Memory, TableEmbedder
+from tests.recall.test_fact_signals import embed_facts
 from tests.support.embeddings_server import EmbeddingsServer, Fault
 
 
@@ -316,6 +317,41 @@ def test_previous_model_serves_until_the_new_one_covers_the_scope(
     switched = RecallService(graph, vectors, {"new-model": new, "table-model": old})
     answer = switched.recall(acme.scope, "PostgreSQL")
     assert answer.embedding_model == "new-model" and answer.warnings == []
+
+
+def test_previous_model_serves_until_the_new_one_covers_the_facts_too(
+    graph: SqliteGraphStore, vectors: MilvusVectorStore, acme: Memory, embedded: dict[str, str]
+) -> None:
+    old = TableEmbedder("table-model")
+    new = TableEmbedder("new-model")
+    facts = list(acme.facts.values())
+    both = {"new-model": new, "table-model": old}
+
+    # Neither model has fact vectors (a store from before them): the current model serves.
+    acme.embed(vectors, new)
+    assert RecallService(graph, vectors, both).recall(acme.scope, "PostgreSQL").embedding_model == (
+        "new-model"
+    )
+
+    # The previous model covers entities and facts; the new one every entity, not every fact.
+    embed_facts(vectors, old, acme, facts)
+    embed_facts(vectors, new, acme, facts[:2])
+    answer = RecallService(graph, vectors, both).recall(acme.scope, "PostgreSQL")
+    assert answer.mode == "hybrid" and answer.embedding_model == "table-model"
+    assert [w.code for w in answer.warnings] == ["previous_model"]
+
+    # Once the new model's fact vectors cover the facts it takes over.
+    embed_facts(vectors, new, acme, facts)
+    answer = RecallService(graph, vectors, both).recall(acme.scope, "PostgreSQL")
+    assert answer.embedding_model == "new-model" and answer.warnings == []
+
+    # A new fact the sink has not embedded yet leaves no model fully covering: the current
+    # one keeps serving (no flapping back to the previous model).
+    extra = acme.fact("PgBouncer", "FRONTS", "PostgreSQL")  # no new entity
+    acme.load(graph)
+    answer = RecallService(graph, vectors, both).recall(acme.scope, "PgBouncer")
+    assert answer.embedding_model == "new-model" and answer.warnings == []
+    assert extra.fact_id in _ids(answer)
 
 
 def test_partial_vectors_serve_a_first_embedding_with_a_warning(
