@@ -83,7 +83,7 @@ class RecallConfig:
     fact_min_cosine: float = 0.3  # the fact-vector leg's floor
     # Fact selection (`recall.ranking`): how signals fuse and their weights (lexical = 1).
     fusion: str = "cc"  # "cc": weighted sum of scaled scores; "rrf": reciprocal ranks
-    structure_weight: float = 0.1  # graph distance from the entry entities
+    structure_weight: float = 0.1  # graph distance from the entry entities the question names
     fact_cosine_weight: float = 0.75  # the fact's own cosine with the question
     fact_vector_weight: float = 0.0  # the best cosine of the fact's endpoints (entity vectors)
     temporal_weight: float = 0.5  # closeness of valid_from to a day or month the query names
@@ -221,6 +221,15 @@ class RecallService:
 
         valid = index.valid_at(when)
         hops_of = index.neighbourhood([f.item for f in fused], hops, valid)
+        # The graph-distance prior counts from the entry entities the name leg found; those
+        # found by vector alone give candidates only (`recall.ranking`).
+        named = [f.item for f in fused if f.via != VECTOR_LEG]
+        if len(named) == len(fused):
+            prior = hops_of
+        elif named:
+            prior = index.neighbourhood(named, hops, valid)
+        else:
+            prior = np.zeros_like(hops_of)
         clock.lap("expand")
 
         cosine = None
@@ -260,6 +269,7 @@ class RecallService:
             spread_seeds=self.config.spread_seeds,
             spread_beta=self.config.spread_beta,
             fusion=self.config.fusion,
+            prior_hops=prior,
         )
         facts = [_recalled(index, s) for s in selected]
         clock.lap("select")
