@@ -91,8 +91,9 @@ def graph_sink(
 
 @asset(
     name=Asset.VECTOR_SINK,
-    description="The vector store (Milvus) holding the current model's entity-name vectors, "
-    "equal to the embeddings of the tenant's current entity names. Other models' vectors stay.",
+    description="The vector store (Milvus) holding the current model's entity-name vectors and "
+    "fact vectors (under facts:<model>), equal to the embeddings of the tenant's current entity "
+    "names and fact texts. Other models' vectors stay.",
     partitions_def=scope_partitions,
     backfill_policy=BackfillPolicy.single_run(),
     retry_policy=IO_RETRY,
@@ -101,7 +102,7 @@ def graph_sink(
             "vectors_equal_table",
             asset=Asset.VECTOR_SINK,
             description="After the sync, the vector store holds exactly the current model's "
-            "vectors of the tenant's entities.",
+            "vectors of the tenant's entities and of its facts.",
         )
     ],
     group_name="sinks",
@@ -111,14 +112,19 @@ def vector_sink(
     context: AssetExecutionContext,
     entities: dict[str, pl.DataFrame],
     entity_embeddings: dict[str, pl.DataFrame],
+    validated_facts: dict[str, pl.DataFrame],
+    fact_embeddings: dict[str, pl.DataFrame],
     storage: Storage,
     vectors: VectorStoreResource,
     embedding: EmbeddingModelResource,
 ):
-    # `entity_embeddings` says which entities hold a vector; the vectors themselves are read
-    # from the embedding ledger (resources.vector.ledger), the table's large sidecar.
-    del entity_embeddings
+    # `entity_embeddings` and `fact_embeddings` say which entities and facts hold a vector; the
+    # vectors themselves are read from the embedding ledger (resources.vector.ledger), the
+    # tables' large sidecar, for exactly the current names and fact texts.
+    del entity_embeddings, fact_embeddings
     # Imported per run: pymilvus is slow to import and the code location should load fast.
+    from memflow.fact_embedding import fact_vector_table
+    from resources.vector.base import fact_vectors_key
     from resources.vector.ledger import EmbeddingLedger, vector_table
     from resources.vector.sync import sync_vectors, vectors_equal_table
 
@@ -136,26 +142,47 @@ def vector_sink(
             metadata={"model": "none"},
         )
         return
+    facts_key = fact_vectors_key(model)
     mismatched: dict[str, dict] = {}
     ledger = EmbeddingLedger(storage.data_dir)
     with vectors.open() as store:
         for scope in run_scopes(context):
             started = time.perf_counter()
             ents = entities.get(scope.key, empty(ENTITIES))
-            table = vector_table(ledger, model, scope, ents.select("entity_id", "name"))
-            report = sync_vectors(store, model, scope, table)
-            equal, diff = vectors_equal_table(store, model, scope, table)
-            if not equal:
-                mismatched[scope.key] = diff
+            facts = validated_facts.get(scope.key, empty(FACTS))
+            # Entity names first: recall chooses its model by them, and keeps serving the
+            # previous model until the new one covers the facts as well.
+            tables = {
+                "entities": (
+                    model,
+                    vector_table(ledger, model, scope, ents.select("entity_id", "name")),
+                ),
+                "facts": (facts_key, fact_vector_table(ledger, model, scope, facts)),
+            }
+            reports = {
+                kind: sync_vectors(store, key, scope, table)
+                for kind, (key, table) in tables.items()
+            }
+            diffs = {}
+            for kind, (key, table) in tables.items():
+                equal, diff = vectors_equal_table(store, key, scope, table)
+                if not equal:
+                    diffs[kind] = diff
+            if diffs:
+                mismatched[scope.key] = diffs
+            ent, fact = reports["entities"], reports["facts"]
             tenant_metadata(
                 context,
                 Asset.VECTOR_SINK,
                 scope,
                 {
                     "model": model,
-                    "rows_written": report.written,
-                    "rows_deleted": report.deleted,
-                    "rows_unchanged": report.unchanged,
+                    "rows_written": ent.written + fact.written,
+                    "rows_deleted": ent.deleted + fact.deleted,
+                    "rows_unchanged": ent.unchanged + fact.unchanged,
+                    "entity_rows_written": ent.written,
+                    "fact_rows_written": fact.written,
+                    "fact_rows_deleted": fact.deleted,
                     "duration_s": round(time.perf_counter() - started, 3),
                 },
             )

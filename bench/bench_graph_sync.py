@@ -88,6 +88,14 @@ def make_tables(
             ("model", "explicit"),
             ("source", "explicit"),
             ("triple_id", f"t_{i:06d}"),
+            # the first statement, then 0-3 later turns that restated the fact
+            (
+                "sources",
+                [
+                    {"session_id": f"s{(i + k) // 50}", "turn_id": str(i + 97 * k)}
+                    for k in range(1 + i % 4)
+                ],
+            ),
         ):
             rows[column].append(value)
     return entities, pl.DataFrame(rows, schema=FACTS)

@@ -43,6 +43,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -214,7 +215,19 @@ def tenant_rows(
             source="explicit",
             row_hash=fid,
         )
+        facts[fid] = replace(facts[fid], sources=_sources(facts[fid]))
     return entities, list(facts.values())
+
+
+def _sources(f: FactRecord) -> tuple[tuple[str, str], ...]:
+    """The first statement and 0-3 later turns that restated the fact (1 in 20: the full 32),
+    from the fact's own seed so the rest of the set is what it was without sources."""
+    rng = random.Random(f.fact_id)
+    later = 31 if rng.random() < 0.05 else rng.randrange(4)
+    return (
+        (f.session_id, f.turn_id),
+        *((f"s{rng.randrange(500)}", f"t{rng.randrange(100)}") for _ in range(later)),
+    )
 
 
 def queries(rng: random.Random, entities: Sequence[EntityRecord]) -> list[str]:

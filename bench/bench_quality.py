@@ -17,8 +17,9 @@ temp dir (SQLite graph, Milvus Lite vectors); for hybrid, the local embedding se
 (`resources.models.embed_server`, all-MiniLM-L6-v2) is started on loopback and every entity name
 and every fact text is embedded through the OpenAI-compatible provider, as the pipeline would.
 
-Reports recall@5, recall@10, precision@5 and MRR per mode (and per query kind), plus two
-invariants that must be zero: superseded facts answered as current, and facts of another scope.
+Reports recall@5, recall@10, precision@5 and MRR per mode (names-only, hybrid, and semantic,
+reported but not judged; and per query kind), plus two invariants that must be zero, in every
+mode: superseded facts answered as current, and facts of another scope.
 Results go to `bench/results/quality.json`; a markdown table is printed. Exit status 1 when
 hybrid is below names-only on any metric or an invariant is broken.
 """
@@ -402,6 +403,8 @@ def run(
             modes = {"lexical": evaluate(service, bench, "lexical")}
             if provider is not None:
                 modes["hybrid"] = evaluate(service, bench, "hybrid")
+                # Vectors alone (reported, not judged against names-only).
+                modes["semantic"] = evaluate(service, bench, "semantic")
         finally:
             service.close()
         results[name] = modes

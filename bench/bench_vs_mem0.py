@@ -208,24 +208,21 @@ def pct(values: Sequence[float]) -> dict[str, float]:
 
 
 def prepare(data: Path) -> list[str]:
-    """conv-41 through the pipeline (unless `data` holds it), its fact vectors; the texts of
-    its facts valid now, for Mem0."""
+    """conv-41 through the pipeline, fact vectors included (unless `data` holds a run of the
+    current landing with it); the texts of its facts valid now, for Mem0."""
     from datetime import UTC as utc
 
     from memflow.fact_embedding import fact_text
     from resources.graph.sqlite import SqliteGraphStore
-    from resources.models.st_embeddings import SentenceTransformerEmbeddingProvider
     from resources.settings import graph_path
 
     mark = data / locomo.READY_MARK
-    ready = mark.exists() and locomo.scope_of(CONV).key in json.loads(mark.read_text()).get(
+    info = json.loads(mark.read_text()) if mark.exists() else {}
+    current = {locomo.input_digest(locomo.CONVS), locomo.input_digest((CONV,))}
+    if info.get("digest") not in current or locomo.scope_of(CONV).key not in info.get(
         "tenants", []
-    )
-    if not ready:
+    ):
         locomo.run_pipeline(data, (CONV,))
-    provider = SentenceTransformerEmbeddingProvider(None)
-    locomo.embed_fact_vectors(data, provider, [locomo.scope_of(CONV)])
-    provider.close()
     graph = SqliteGraphStore(graph_path(data))
     now = datetime.now(utc)
     facts = [f for f in graph.facts(locomo.scope_of(CONV)) if f.valid_at(now)]

@@ -10,12 +10,11 @@ conversation id, `turn_id` = the dia_id, `ts` = the session's date and time (UTC
 `locomo/<conv>`. A triple read from several turns is saved in each of them, as an agent saving
 what each turn said would. `valid_from` is written as an instant the landing format accepts
 ("2022-12-17" -> "2022-12-17T00:00:00Z", "2022-12" -> the 1st, "2022" -> 1 January); nothing
-else of a triple is changed. `run_pipeline` then runs `pipelines.runner.run_all` over it, so
-facts carry the dia_id of their first statement as provenance (`turn_id`).
-
-While turns are still partitioned by day and the days start in 2025, `_cover_old_days` widens
-the day partitions of this process back to the first session (2022): a compatibility shim for
-this benchmark only, a no-op once days are no partition dimension.
+else of a triple is changed. `run_pipeline` then runs `pipelines.runner.run_all` over it with
+the in-process sentence-transformers embedder (all-MiniLM-L6-v2): facts carry the dia_id of
+their first statement (`turn_id`) and of every turn that stated them (`sources`) as
+provenance, and the `fact_embeddings` asset and the vector sink store the fact vectors recall
+and the flat baselines read.
 
 The conversations are split: recall was tuned on `TUNE` only; `HELD_OUT` was not looked at while
 tuning and is reported on its own.
@@ -41,7 +40,9 @@ HELD_OUT = ("conv-47", "conv-48", "conv-49", "conv-50")
 ORG = "locomo"
 CLIENT = "locomo-bench"
 READY_MARK = "locomo-ready.json"
-LANDING_VERSION = "1"  # bump when the landing (what `landing_turns` writes) changes
+# Bump when the landing (what `landing_turns` writes) or what the pipeline makes of it changes:
+# a data directory holding an older run is then run again. 2: sources, fact_embeddings.
+LANDING_VERSION = "2"
 _DIA = re.compile(r"D(\d+):(\d+)")
 
 
@@ -168,28 +169,6 @@ def input_digest(convs: Sequence[str] = CONVS) -> str:
     return h.hexdigest()[:16]
 
 
-def _cover_old_days(first: datetime) -> None:
-    """Let the day partitions reach back to `first` (2022 here) where turns are still split by
-    day and the days start later (2025-01-01 in the layout this shim was written for).
-
-    Runs before the asset modules are imported, so they pick up the wider definition; a no-op
-    once days are not a partition dimension. Only this benchmark process is affected.
-    """
-    import assets.partitions as parts
-
-    days = getattr(parts, "day_partitions", None)
-    if days is None or days.start.date() <= first.date():
-        return
-    from dagster import DailyPartitionsDefinition, MultiPartitionsDefinition
-
-    parts.day_partitions = DailyPartitionsDefinition(
-        start_date=first.strftime("%Y-%m-%d"), end_offset=1
-    )
-    parts.scope_day_partitions = MultiPartitionsDefinition(
-        {"tenant": parts.scope_partitions, "day": parts.day_partitions}
-    )
-
-
 def run_pipeline(data: Path, convs: Sequence[str] = CONVS, *, log: Any = print) -> dict[str, Any]:
     """Land the conversations and run every asset over them (skipped when `data` already
     holds a run of the same input). Returns what was run."""
@@ -200,7 +179,6 @@ def run_pipeline(data: Path, convs: Sequence[str] = CONVS, *, log: Any = print) 
         if info.get("digest") == digest:
             log(f"pipeline output reused from {data}")
             return info
-    _cover_old_days(min(min(d.values()) for c, d in session_dates().items() if c in convs))
     from pipelines.runner import run_all
     from pipelines.settings import resolve
 
@@ -222,20 +200,17 @@ def run_pipeline(data: Path, convs: Sequence[str] = CONVS, *, log: Any = print) 
     )
     started = datetime.now(UTC)
     outcome = run_all(str(landing), str(data), progress=log)
-    failures = [str(f) for f in getattr(outcome, "failures", [])]
-    if failures or not outcome.tenants:
-        raise RuntimeError(f"the pipeline failed: {failures or 'no tenants'}")
+    if outcome.failures or not outcome.tenants:
+        failed = [f.line(outcome.dagster_home) for f in outcome.failures]
+        raise RuntimeError(f"the pipeline failed: {failed or 'no tenants'}")
     info = {
         "digest": digest,
         "tenants": [s.key for s in outcome.tenants],
         "landing_turns": turns,
-        "runs": {
-            k: getattr(outcome, k)
-            for k in ("runs", "ingest_runs", "tenant_runs")
-            if hasattr(outcome, k)
-        },
+        "runs": outcome.runs,
         "seconds": round(outcome.seconds, 1),
         "problems": outcome.problems,
+        "assets": asset_costs(),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "started_at": started.isoformat(timespec="seconds"),
     }
@@ -243,43 +218,29 @@ def run_pipeline(data: Path, convs: Sequence[str] = CONVS, *, log: Any = print) 
     return info
 
 
-# -- fact vectors: what the `fact_embeddings` asset and the vector sink do -------------------
+COSTED = ("validated_facts", "entity_embeddings", "fact_embeddings", "graph_sink", "vector_sink")
 
 
-def embed_fact_vectors(data: Path, provider: Any, scopes: Sequence[Any]) -> dict[str, Any]:
-    """For each scope: the fact sweep into the ledger, then the store made equal to the fact
-    vector table (both idempotent: a rerun embeds and writes nothing)."""
-    import time
+def asset_costs(assets: Sequence[str] = COSTED) -> dict[str, dict[str, float]]:
+    """Per asset, over the tenants of its latest materializations in this Dagster instance
+    (DAGSTER_HOME): seconds (the per-tenant `duration_s` summed), tenants, and what the
+    embedding assets embedded and the sinks wrote."""
+    from dagster import AssetKey, DagsterInstance
 
-    from memflow.fact_embedding import embed_missing_facts, fact_vector_table
-    from resources.tables import TableStore
-    from resources.vector.base import fact_vectors_key
-    from resources.vector.factory import open_vector_store
-    from resources.vector.ledger import EmbeddingLedger
-    from resources.vector.sync import sync_vectors
-    from schemas.tables import Asset
-
-    tables, ledger = TableStore(data), EmbeddingLedger(data)
-    out: dict[str, Any] = {"embedded": 0, "embed_s": 0.0, "written": 0, "sync_s": 0.0}
-    store = open_vector_store(None, data)
-    try:
-        for scope in scopes:
-            facts = tables.read(Asset.VALIDATED_FACTS, scope)
-            if facts is None:
-                continue
-            t = time.perf_counter()
-            report = embed_missing_facts(provider, ledger, scope, facts)
-            out["embed_s"] += time.perf_counter() - t
-            out["embedded"] += report.embedded
-            t = time.perf_counter()
-            table = fact_vector_table(ledger, provider.model, scope, facts)
-            synced = sync_vectors(store, fact_vectors_key(provider.model), scope, table)
-            out["sync_s"] += time.perf_counter() - t
-            out["written"] += synced.written
-    finally:
-        store.close()
-    out["embed_s"] = round(out["embed_s"], 2)
-    out["sync_s"] = round(out["sync_s"], 2)
+    instance = DagsterInstance.get()
+    out: dict[str, dict[str, float]] = {}
+    for asset in assets:
+        latest: dict[str, dict[str, Any]] = {}
+        for record in instance.fetch_materializations(AssetKey(asset), limit=1000).records:
+            mat = record.asset_materialization
+            if mat is not None and mat.partition and mat.partition not in latest:
+                latest[mat.partition] = {k: v.value for k, v in mat.metadata.items()}
+        summed: dict[str, float] = {"tenants": len(latest)}
+        for key in ("duration_s", "embedded", "rows_written", "fact_rows_written"):
+            values = [m[key] for m in latest.values() if isinstance(m.get(key), int | float)]
+            if values:
+                summed[key] = round(sum(values), 3)
+        out[asset] = summed
     return out
 
 
@@ -287,21 +248,14 @@ def embed_fact_vectors(data: Path, provider: Any, scopes: Sequence[Any]) -> dict
 
 
 def stored_provenance(facts: Iterable[Any]) -> dict[str, frozenset[str]]:
-    """fact_id -> the turns the stored fact names: its `turn_id`, plus every turn of a
-    `sources` list once facts carry one (they do not yet: see BENCHMARKS.md)."""
-    out: dict[str, frozenset[str]] = {}
-    for f in facts:
-        turns = {f.turn_id}
-        for source in getattr(f, "sources", None) or ():
-            turns.add(source[1] if isinstance(source, tuple | list) else source["turn_id"])
-        out[f.fact_id] = frozenset(turns)
-    return out
+    """fact_id -> the turns the stored fact names: its first statement's `turn_id` and every
+    turn of its `sources` (the conversation is the session: only turn ids differ)."""
+    return {f.fact_id: frozenset({f.turn_id, *(t for _, t in f.sources)}) for f in facts}
 
 
 def first_provenance(statements: dict[str, frozenset[str]]) -> dict[str, frozenset[str]]:
-    """fact_id -> the earliest turn (session, then turn number) among its statements: what the
-    pipeline would keep if its first statement were chosen by time (it ties on `valid_from`,
-    then breaks the tie by triple id, a hash)."""
+    """fact_id -> the earliest turn (session, then turn number) among its statements: the one
+    turn a fact would name without `sources` (its first statement, by the turn's time)."""
     return {fid: frozenset([min(turns, key=_turn_order)]) for fid, turns in statements.items()}
 
 
@@ -311,18 +265,14 @@ def _turn_order(dia_id: str) -> tuple[int, int]:
 
 
 def statement_provenance(data: Path, scope: Any) -> dict[str, frozenset[str]]:
-    """fact_id -> every turn whose triples state the fact: what a `sources` column would keep.
-    Read from the extracted_triples tables; ids resolved the way `memflow.facts` resolves them."""
+    """fact_id -> every turn whose triples state the fact, read from the extracted_triples
+    table with ids resolved the way `memflow.facts` resolves them: an independent check of the
+    stored `sources` (equal while no fact is stated in more than 32 turns)."""
     from resources.tables import TableStore
     from schemas.tables import Asset
     from schemas.triples import resolve_fact_id
 
-    tables = TableStore(data)
-    # Per day while turns are split by day; one table per tenant once they are not.
-    read_days = getattr(tables, "read_days", None)
-    frame = read_days(Asset.EXTRACTED_TRIPLES, scope) if read_days else None
-    if frame is None:
-        frame = tables.read(Asset.EXTRACTED_TRIPLES, scope)
+    frame = TableStore(data).read_table(Asset.EXTRACTED_TRIPLES, scope)
     out: dict[str, set[str]] = {}
     if frame is not None:
         for s, p, o, turn in frame.select("subject", "predicate", "object", "turn_id").iter_rows():

@@ -18,6 +18,21 @@ Every triple given is accounted for, exactly once (`FactsBuild.balanced`):
 
 Quarantine rows of severity ``warning`` (a supersedes link that could not be kept) describe
 facts that were stored; they are counted in ``warnings``, never in ``rejected``.
+
+Statements are ordered by ``valid_from``, then by when their turn happened (``stated_at``), then
+by triple id: a fact's first statement, whose session and turn it carries, is its earliest turn.
+
+Provenance: ``sources`` lists every turn whose triples state the fact (in the tenant's whole
+triples table), first statement first, at most ``rules.MAX_FACT_SOURCES``. Facts are never
+edited in place (a stored fact keeps its subject, predicate, object, confidence, validity and
+first statement for good; only supersession closes it), but a stored fact restated in a later
+turn gains that turn at the end of its ``sources``. That is provenance, not content: the new
+turn says nothing the fact does not already say (the triple is the same subject, predicate and
+object, merged into the fact, and `fact_merges` records it too); it only tells a reader one more
+place where the fact was stated, which is what recall answers cite and what evidence is matched
+against. The list only grows (a turn once listed stays, in its place), so an answer that cited
+a turn can still cite it after later runs. A fact stored before ``sources`` existed starts from
+its own first statement, then every other stating turn in statement order.
 """
 
 from __future__ import annotations
@@ -33,7 +48,7 @@ from schemas import ids, rules
 from schemas.redaction import redact
 from schemas.rules import MAX_RECORD_CHARS, Reason
 from schemas.scope import Scope
-from schemas.tables import ENTITIES, FACT_MERGES, FACTS, QUARANTINE, conform
+from schemas.tables import ENTITIES, FACT_MERGES, FACTS, QUARANTINE, SOURCE, conform
 from schemas.triples import triage
 
 
@@ -148,7 +163,9 @@ def build_facts(
     rejected: Counter[str] = Counter(bad["reason"].to_list())
 
     # Entity resolution over every spelling seen (new triples and stored entities).
-    good = good.sort("valid_from", "triple_id")
+    # Statement order: valid_from, then the turn's time (null, in triples written before it was
+    # kept, sorts first), then the triple id to break exact ties.
+    good = good.sort("valid_from", "stated_at", "triple_id")
     names = pl.concat([good["subject"], good["object"]]).unique().to_list()
     key_of = {n: ids.norm_key(n) for n in names}
     good = good.with_columns(
@@ -168,12 +185,15 @@ def build_facts(
         pl.int_range(pl.len()).over("fact_id").alias("_rank")
     )
 
-    # One fact per id: the first statement (oldest) carries provenance; best confidence wins.
+    # One fact per id: the first statement (oldest) carries provenance; best confidence wins;
+    # every stating turn, in statement order, is a source.
+    stated = _stated_turns(good)
     firsts = (
         good.group_by("fact_id", maintain_order=True)
         .agg(pl.all().first(), pl.col("confidence").max().alias("_best"))
         .with_columns(pl.col("_best").alias("confidence"))
         .drop("_best", "_rank")
+        .join(stated, on="fact_id", how="left", maintain_order="left")
     )
 
     stored_ids = set(prev_f["fact_id"].to_list())
@@ -229,7 +249,7 @@ def build_facts(
         else (conform(pl.DataFrame(), FACTS))
     )
     new = new.with_columns(pl.lit(None, dtype=pl.String).alias("superseded_by"))
-    facts = pl.concat([prev_f, new], how="vertical")
+    facts = pl.concat([_extend_sources(prev_f, stated), new], how="vertical")
 
     facts, superseded, link_problems = _apply_supersession(facts, {r["fact_id"] for r in admitted})
     for reason, row in link_problems:
@@ -260,6 +280,41 @@ def build_facts(
         rejects_by_reason=dict(rejected),
         warnings_by_reason=dict(warnings),
     )
+
+
+def _stated_turns(good: pl.DataFrame) -> pl.DataFrame:
+    """fact_id, sources: the distinct (session_id, turn_id) of each fact's triples, in the
+    statement order of `good` (already sorted), at most `MAX_FACT_SOURCES`."""
+    return (
+        good.select("fact_id", pl.struct("session_id", "turn_id").alias("_turn"))
+        .group_by("fact_id", maintain_order=True)
+        .agg(pl.col("_turn").unique(maintain_order=True).head(rules.MAX_FACT_SOURCES))
+        .select("fact_id", pl.col("_turn").cast(pl.List(SOURCE)).alias("sources"))
+    )
+
+
+def _extend_sources(stored: pl.DataFrame, stated: pl.DataFrame) -> pl.DataFrame:
+    """Stored facts with the turns that restated them appended to their `sources` (see the
+    module docstring: provenance, not content). A fact without sources (stored before they
+    existed) starts from its own first statement. Nothing else of a stored fact changes."""
+    if stored.is_empty():
+        return stored
+    turns = dict(zip(stated["fact_id"].to_list(), stated["sources"].to_list(), strict=True))
+    out: list[list[dict] | None] = []
+    rows = stored.select("fact_id", "session_id", "turn_id", "sources").iter_rows()
+    for fact_id, session_id, turn_id, held in rows:
+        if held is None:
+            held = [{"session_id": session_id, "turn_id": turn_id}]
+        seen = {(t["session_id"], t["turn_id"]) for t in held}
+        merged = list(held)
+        for t in turns.get(fact_id) or ():
+            if len(merged) >= rules.MAX_FACT_SOURCES:
+                break
+            if (t["session_id"], t["turn_id"]) not in seen:
+                seen.add((t["session_id"], t["turn_id"]))
+                merged.append(t)
+        out.append(merged)
+    return stored.with_columns(pl.Series("sources", out, dtype=pl.List(SOURCE)))
 
 
 def _apply_supersession(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dagster import Definitions, in_process_executor
 
-from assets.embeddings import embedding_model, entity_embeddings
+from assets.embeddings import embedding_model, entity_embeddings, fact_embeddings
 from assets.facts import validated_facts
 from assets.landing import landing_problems
 from assets.sinks import graph_sink, vector_sink
@@ -22,6 +22,7 @@ ALL_ASSETS = [
     extracted_triples,
     validated_facts,
     entity_embeddings,
+    fact_embeddings,
     graph_sink,
     vector_sink,
 ]

@@ -19,6 +19,7 @@ ALL_TENANT_ASSETS = AssetSelection.assets(
     Asset.QUARANTINE,
     Asset.FACT_MERGES,
     Asset.ENTITY_EMBEDDINGS,
+    Asset.FACT_EMBEDDINGS,
     Asset.GRAPH_SINK,
     Asset.VECTOR_SINK,
 )
@@ -28,6 +29,7 @@ TENANT_ASSETS = AssetSelection.assets(
     Asset.QUARANTINE,
     Asset.FACT_MERGES,
     Asset.ENTITY_EMBEDDINGS,
+    Asset.FACT_EMBEDDINGS,
     Asset.GRAPH_SINK,
     Asset.VECTOR_SINK,
 )
@@ -53,7 +55,7 @@ survey_job = define_asset_job(
         Asset.EXTRACTION_MODEL, Asset.EMBEDDING_MODEL, Asset.LANDING_PROBLEMS
     ),
     description="Observe the configured extraction and embedding models (a changed identity "
-    "marks extracted_triples or entity_embeddings stale) and list what the landing zone holds "
-    "that no tenant reads. `memflow run` starts with it; the landing sensor requests it when "
-    "the landing zone's problems change.",
+    "marks extracted_triples, or entity_embeddings and fact_embeddings, stale) and list what "
+    "the landing zone holds that no tenant reads. `memflow run` starts with it; the landing "
+    "sensor requests it when the landing zone's problems change.",
 )

@@ -119,7 +119,9 @@ def store_counts(scopes: list[Scope], cfg: Settings) -> dict[str, dict]:
 
 
 def status(cfg: Settings) -> dict[str, Any]:
+    from memflow.fact_embedding import fact_vector_table
     from resources.graph.sync import graph_equals_table
+    from resources.vector.base import fact_vectors_key
     from resources.vector.ledger import EmbeddingLedger, vector_table
     from resources.vector.sync import vectors_equal_table
 
@@ -169,8 +171,16 @@ def status(cfg: Settings) -> dict[str, Any]:
                     else 1.0
                 )
                 equal, diff = vectors_equal_table(vectors, model, scope, table)
-                entry["vectors_equal_table"] = equal
-                entry["vectors_diff"] = diff
+                # Fact vectors (fact_embeddings, under facts:<model>): every fact's text.
+                key = fact_vectors_key(model)
+                fact_table = fact_vector_table(ledger, model, scope, facts)
+                held = models.get(key, (0, 0))[1]
+                entry["fact_coverage"] = (
+                    round(min(held, fact_table.height) / facts.height, 4) if facts.height else 1.0
+                )
+                facts_equal, facts_diff = vectors_equal_table(vectors, key, scope, fact_table)
+                entry["vectors_equal_table"] = equal and facts_equal
+                entry["vectors_diff"] = {"entities": diff, "facts": facts_diff}
             tenants.append(entry)
     finally:
         graph.close()
@@ -202,7 +212,8 @@ def format_status(report: dict[str, Any]) -> str:
         lines.append(f"  vectors: {vec or 'none'}")
         if "coverage" in t:
             lines.append(
-                f"  coverage of {t['embedding_model']}: {t['coverage']:.0%}; vectors equal "
-                f"table: {'yes' if t['vectors_equal_table'] else 'NO'}"
+                f"  coverage of {t['embedding_model']}: entities {t['coverage']:.0%}, facts "
+                f"{t['fact_coverage']:.0%}; vectors equal tables: "
+                f"{'yes' if t['vectors_equal_table'] else 'NO'}"
             )
     return "\n".join(lines)

@@ -63,11 +63,23 @@ def assemble(model: type[M], values: dict[str, Any]) -> M:
     return obj
 
 
-class Provenance(_Frozen):
+class Source(_Frozen):
+    """One turn that stated a fact."""
+
     session_id: str
+    turn_id: str
+
+
+class Provenance(_Frozen):
+    session_id: str  # the fact's first statement
     turn_id: str
     client: str
     model: str  # the extraction model, or "explicit" for an agent's own triples
+    sources: list[Source] = Field(
+        default_factory=list,
+        description="every turn that stated the fact, first statement first (the session_id "
+        "and turn_id above), at most 32",
+    )
 
 
 class RecalledFact(_Frozen):

@@ -96,6 +96,7 @@ PRINCIPAL_KEY = "memflow.principal"
 DEFAULT_HTTP_PORT = 8765
 MAX_SEARCH = 25
 MAX_FACTS = 40
+MAX_SOURCES_SHOWN = 8  # stating turns per fact in query_subgraph's answer (the API has all)
 INSTRUCTIONS = (
     "memflow is this repository's long-term memory: facts (subject, PREDICATE, object) saved by "
     "coding agents. Call recall_context at the start of a task; save decisions, conventions and "
@@ -545,6 +546,17 @@ def _compact_fact(f: Mapping[str, Any]) -> dict[str, Any]:
         valid_to=f.get("valid_to"),
         hop=f.get("hop"),
     )
+    provenance = f.get("provenance")
+    sources = provenance.get("sources") if isinstance(provenance, Mapping) else None
+    if isinstance(sources, list) and sources:
+        # The turns that stated the fact, first statement first; a few are enough for a model.
+        out["sources"] = [
+            {k: s.get(k) for k in ("session_id", "turn_id")}
+            for s in sources[:MAX_SOURCES_SHOWN]
+            if isinstance(s, Mapping)
+        ]
+        if len(sources) > MAX_SOURCES_SHOWN:
+            out["more_sources"] = len(sources) - MAX_SOURCES_SHOWN
     if f.get("contradicts"):
         out["contradicts"] = f.get("contradicts")
     return out

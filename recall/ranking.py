@@ -18,7 +18,11 @@ Signals (weights from `recall.service.RecallConfig`):
 - fact vector (`fact_vector_weight`, 0.75): the cosine of the question and the fact's text,
   above `fact_floor` (0.3), scaled by the best cosine among the candidates.
 - graph distance (`structure_weight`, 0.1): hop 1 = 1, hop 2 = 0.5 (rrf: hop 1 before hop 2
-  before the facts found outside the neighbourhood). A soft prior.
+  before the facts found outside the neighbourhood). A soft prior, counted from the entry
+  entities the question names (`prior_hops`: those the name leg found, alone or with the
+  vector leg). An entry entity found by vector alone is the nearest name by cosine, a guess:
+  its neighbourhood gives candidates, not a prior (so `semantic`, which has no name leg, has
+  no graph-distance prior; the facts' own cosines rank them).
 - spread (`spread_weight`, 0.25; the graph as a re-ranker): the best `spread_seeds` facts by
   the signals above activate their endpoints, each entity diluted by its degree
   (`spread_beta`), and every candidate gets the activation of its two endpoints. A fact about
@@ -85,14 +89,16 @@ def select_facts(
     spread_seeds: int = 10,
     spread_beta: float = 1.0,
     fusion: str = "cc",
+    prior_hops: np.ndarray | None = None,
 ) -> list[Selected]:
     """Up to `limit` facts, best first, contradicting facts kept next to each other.
 
-    Per fact row: `hops` the hop (0 = outside the neighbourhood), `lexical` the fact BM25
-    score, `fact_cosine` the fact-vector leg's cosine (0 = not a hit; None without the leg),
-    `temporal` the distance in days of valid_from to a date the question names (inf = far;
-    None when it names none). `entity_cosine` is per entity row (0 = not a hit).
-    """
+    Per fact row: `hops` the hop (0 = outside the neighbourhood), `prior_hops` the hop from
+    the entry entities the question names (the graph-distance prior; None: `hops`), `lexical`
+    the fact BM25 score, `fact_cosine` the fact-vector leg's cosine (0 = not a hit; None
+    without the leg), `temporal` the distance in days of valid_from to a date the question
+    names (inf = far; None when it names none). `entity_cosine` is per entity row (0 = not a
+    hit)."""
     if fusion not in FUSIONS:
         raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}")
     candidates = hops > 0
@@ -133,7 +139,7 @@ def select_facts(
         top = top or float(v.max())
         score[mask] += weight * (v / top) if top > 0 else weight
 
-    hop = hops[rows].astype(np.int64)
+    hop = (hops if prior_hops is None else prior_hops)[rows].astype(np.int64)
     if structure_weight > 0:
         if cc:
             score += structure_weight * np.select([hop == 1, hop == 2], [1.0, 0.5], 0.0)

@@ -40,6 +40,7 @@ from recall.answers import (
     RecallError,
     RecallWarning,
     SemanticUnavailable,
+    Source,
     SubgraphAnswer,
     Timings,
     assemble,
@@ -82,7 +83,7 @@ class RecallConfig:
     fact_min_cosine: float = 0.3  # the fact-vector leg's floor
     # Fact selection (`recall.ranking`): how signals fuse and their weights (lexical = 1).
     fusion: str = "cc"  # "cc": weighted sum of scaled scores; "rrf": reciprocal ranks
-    structure_weight: float = 0.1  # graph distance from the entry entities
+    structure_weight: float = 0.1  # graph distance from the entry entities the question names
     fact_cosine_weight: float = 0.75  # the fact's own cosine with the question
     fact_vector_weight: float = 0.0  # the best cosine of the fact's endpoints (entity vectors)
     temporal_weight: float = 0.5  # closeness of valid_from to a day or month the query names
@@ -220,6 +221,15 @@ class RecallService:
 
         valid = index.valid_at(when)
         hops_of = index.neighbourhood([f.item for f in fused], hops, valid)
+        # The graph-distance prior counts from the entry entities the name leg found; those
+        # found by vector alone give candidates only (`recall.ranking`).
+        named = [f.item for f in fused if f.via != VECTOR_LEG]
+        if len(named) == len(fused):
+            prior = hops_of
+        elif named:
+            prior = index.neighbourhood(named, hops, valid)
+        else:
+            prior = np.zeros_like(hops_of)
         clock.lap("expand")
 
         cosine = None
@@ -259,6 +269,7 @@ class RecallService:
             spread_seeds=self.config.spread_seeds,
             spread_beta=self.config.spread_beta,
             fusion=self.config.fusion,
+            prior_hops=prior,
         )
         facts = [_recalled(index, s) for s in selected]
         clock.lap("select")
@@ -292,7 +303,8 @@ class RecallService:
             return _Legs(names_mode)
         try:
             leg = self.vector_leg
-            choice = leg.choose_model(scope, index.entity_count)
+            n_facts = len(index.facts)
+            choice = leg.choose_model(scope, index.entity_count, n_facts)
             vector = leg.embed(choice.model, query)
             clock.lap("embed")
             hits = leg.nearest(
@@ -304,7 +316,7 @@ class RecallService:
             )
             fact_hits: list[VectorHit] = []
             if self.config.fact_vectors > 0 and leg.fact_vectors(
-                scope, choice.model, index.entity_count
+                scope, choice.model, index.entity_count, n_facts
             ):
                 fact_hits = leg.nearest(
                     fact_vectors_key(choice.model),
@@ -487,12 +499,23 @@ def _fact_model(
         confidence=f.confidence,
         valid_from=f.valid_from,
         valid_to=f.valid_to,
-        provenance=Provenance.model_construct(
-            session_id=f.session_id, turn_id=f.turn_id, client=f.client, model=f.model
-        ),
+        provenance=_provenance(f),
         hop=hop,
         score=score,
         contradicts=list(contradicts),
+    )
+
+
+def _provenance(f: FactRecord) -> Provenance:
+    """The fact's first statement and every turn that stated it (a fact stored before facts
+    kept their sources names its first statement only)."""
+    turns = f.sources or ((f.session_id, f.turn_id),)
+    return Provenance.model_construct(
+        session_id=f.session_id,
+        turn_id=f.turn_id,
+        client=f.client,
+        model=f.model,
+        sources=[Source.model_construct(session_id=s, turn_id=t) for s, t in turns],
     )
 
 
@@ -500,9 +523,7 @@ def _recalled(index: ScopeIndex, s: Selected) -> RecalledFact:
     f = index.facts[s.row]
     provenance = index.provenance.get(s.row)
     if provenance is None:  # built once per fact and index; racing builders store equal ones
-        provenance = index.provenance[s.row] = Provenance.model_construct(
-            session_id=f.session_id, turn_id=f.turn_id, client=f.client, model=f.model
-        )
+        provenance = index.provenance[s.row] = _provenance(f)
     return assemble(
         RecalledFact,
         {

@@ -92,6 +92,11 @@ def _fact_lines(n: int, f: RecalledFact) -> list[str]:
         f"{hop}, {f.fact_id}",
         f"     from {p.client} session {p.session_id} turn {p.turn_id} (model {p.model})",
     ]
+    later = [s for s in p.sources if (s.session_id, s.turn_id) != (p.session_id, p.turn_id)]
+    if later:
+        shown = ", ".join(f"{s.session_id} {s.turn_id}" for s in later[:3])
+        more = f" and {len(later) - 3} more" if len(later) > 3 else ""
+        lines.append(f"     also stated in {shown}{more}")
     if f.contradicts:
         lines.append(f"     contradicts {', '.join(f.contradicts)}")
     return lines

@@ -1,25 +1,29 @@
 """The vector leg: embed the query with the model the scope's vectors were made with, then ask
-the vector store for the nearest entity names (cosine >= 0.4).
+the vector store for the nearest entity names (cosine >= 0.4) and, where the model has fact
+vectors (`resources.vector.base.fact_vectors_key`), the nearest facts (the fact-vector leg).
 
-Which model serves a scope (vectors of two models never mix):
+A model *covers* a scope when its entity-name vectors cover the entities (vectors held >=
+entities); it covers it *fully* when its fact vectors cover the facts as well (a scope without
+facts needs none). Which model serves a scope (vectors of two models never mix; one query
+vector feeds both legs, so both come from the same model):
 
-1. The current model, when its vectors cover the scope (vectors held >= entities) and a
-   provider for it is configured.
-2. Otherwise the first other model, in the order the providers were given, whose vectors cover
-   the scope and that has a provider: recall keeps serving the previous model while a re-embed
-   to the new one is under way.
-3. Otherwise, if a previous model covers the scope but no provider for it is configured, there
+1. The current model, when it covers the scope fully and a provider for it is configured.
+2. Otherwise the first other model, in the order the providers were given, that covers the
+   scope fully and has a provider: recall keeps serving the previous model, entity and fact
+   vectors alike, while a re-embed to the new one is under way.
+3. Otherwise the current model if it covers the entities (its fact vectors are still being
+   made, or were never made: the fact leg uses what there is), then the first other model with
+   a provider that does.
+4. Otherwise, if a previous model covers the scope but no provider for it is configured, there
    are no usable vectors ("provider_unavailable"): partial vectors of the new model are not
    used while complete ones of an old model exist.
-4. Otherwise, when the current model holds some vectors, they are used (a first embedding of the
+5. Otherwise, when the current model holds some vectors, they are used (a first embedding of the
    scope is under way) and the answer carries a `partial_coverage` warning.
-5. Otherwise there are no vectors for this scope ("not_embedded").
+6. Otherwise there are no vectors for this scope ("not_embedded").
 
 Coverage comes from `VectorStore.models(scope)`; it is cached for a few seconds per scope so a
-query does not pay for a count, and re-read at once when the scope's entity count changes.
-Fact vectors (`resources.vector.base.fact_vectors_key`) never count as a model here: the model
-is chosen by its entity-name vectors, and its fact vectors, when the scope holds any, feed the
-fact-vector leg with the same query vector.
+query does not pay for a count, and re-read at once when the scope's entity or fact count
+changes.
 """
 
 from __future__ import annotations
@@ -87,39 +91,49 @@ class VectorLeg:
             max_workers=4, thread_name_prefix="recall-embed"
         )
         self._lock = threading.Lock()
-        self._coverage: dict[Scope, tuple[float, int, dict[str, tuple[int, int]]]] = {}
+        self._coverage: dict[Scope, tuple[float, tuple[int, int], dict[str, tuple[int, int]]]] = {}
         self._query_vectors: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
 
-    def choose_model(self, scope: Scope, entity_count: int) -> ModelChoice:
+    def choose_model(self, scope: Scope, entity_count: int, fact_count: int = 0) -> ModelChoice:
         """The model whose vectors answer for `scope` now (rules in the module docstring)."""
         if self.vectors is None:
             raise VectorUnavailable("no_vector_store")
         if not self.providers or self.current_model is None:
             raise VectorUnavailable("no_embedder")
-        held = {
-            m: v for m, v in self._models(scope, entity_count).items() if not is_fact_vectors_key(m)
-        }
+        stored = self._models(scope, entity_count, fact_count)
+        held = {m: v for m, v in stored.items() if not is_fact_vectors_key(m)}
 
         def covers(model: str) -> bool:
             return model in held and held[model][1] >= entity_count
 
+        def covers_fully(model: str) -> bool:
+            facts = stored.get(fact_vectors_key(model))
+            return covers(model) and (
+                fact_count == 0 or (facts is not None and facts[1] >= fact_count)
+            )
+
         current = self.current_model
-        if covers(current) and current in self.providers:
-            return ModelChoice(current)
-        for model in self.providers:
-            if model != current and covers(model):
-                return ModelChoice(model)
+        others = [m for m in self.providers if m != current]
+        for test in (covers_fully, covers):
+            if test(current) and current in self.providers:
+                return ModelChoice(current)
+            for model in others:
+                if test(model):
+                    return ModelChoice(model)
         if any(covers(m) for m in held if m != current):
             raise VectorUnavailable("provider_unavailable", "no provider for the covering model")
         if current in held and held[current][1] > 0 and current in self.providers:
             return ModelChoice(current, partial=True)
         raise VectorUnavailable("not_embedded")
 
-    def _models(self, scope: Scope, entity_count: int) -> dict[str, tuple[int, int]]:
+    def _models(
+        self, scope: Scope, entity_count: int, fact_count: int = 0
+    ) -> dict[str, tuple[int, int]]:
         now = time.monotonic()
+        counts = (entity_count, fact_count)
         with self._lock:
             cached = self._coverage.get(scope)
-        if cached and cached[1] == entity_count and now - cached[0] < self.coverage_ttl_s:
+        if cached and cached[1] == counts and now - cached[0] < self.coverage_ttl_s:
             return cached[2]
         assert self.vectors is not None
         try:
@@ -127,12 +141,12 @@ class VectorLeg:
         except (VectorStoreError, OSError) as err:
             raise VectorUnavailable("vector_store_failed", type(err).__name__) from err
         with self._lock:
-            self._coverage[scope] = (now, entity_count, held)
+            self._coverage[scope] = (now, counts, held)
         return held
 
-    def fact_vectors(self, scope: Scope, model: str, entity_count: int) -> int:
+    def fact_vectors(self, scope: Scope, model: str, entity_count: int, fact_count: int = 0) -> int:
         """How many fact vectors of `model` the scope holds (0: no fact leg)."""
-        held = self._models(scope, entity_count).get(fact_vectors_key(model))
+        held = self._models(scope, entity_count, fact_count).get(fact_vectors_key(model))
         return held[1] if held else 0
 
     def embed(self, model: str, query: str) -> list[float]:

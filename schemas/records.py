@@ -37,6 +37,10 @@ class FactRecord:
     client: str = ""
     model: str = ""
     source: str = ""
+    # Every turn that stated the fact as (session_id, turn_id), first statement first (the one
+    # above); at most `schemas.rules.MAX_FACT_SOURCES`. Empty for a fact stored before facts
+    # kept them.
+    sources: tuple[tuple[str, str], ...] = ()
     row_hash: str = ""
 
     def valid_at(self, t: datetime) -> bool:

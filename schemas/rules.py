@@ -19,6 +19,9 @@ MAX_ENTITIES_PER_REPO = 5_000
 MIN_CONFIDENCE = 0.6
 MAX_CONFIDENCE = 1.0
 EXPLICIT_CONFIDENCE = 1.0
+# A fact keeps the turns that stated it (`sources`), first statement first, up to this many:
+# a fact restated more often keeps its first ones (the list only grows, so it settles).
+MAX_FACT_SOURCES = 32
 
 PREDICATE_PATTERN = r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$"
 # An org or repo name. Python checks it with `fullmatch` (its `$` would accept a trailing

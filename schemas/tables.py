@@ -26,6 +26,7 @@ class Asset:
     QUARANTINE: Final = "quarantine"
     FACT_MERGES: Final = "fact_merges"
     ENTITY_EMBEDDINGS: Final = "entity_embeddings"
+    FACT_EMBEDDINGS: Final = "fact_embeddings"
     LANDING_PROBLEMS: Final = "landing_problems"
     GRAPH_SINK: Final = "graph_sink"
     VECTOR_SINK: Final = "vector_sink"
@@ -73,7 +74,13 @@ TRIPLES: dict[str, pl.DataType] = {
     "client": pl.String(),
     "model": pl.String(),  # "explicit" for agents' tool calls, else the extraction model
     "source": pl.String(),  # explicit | llm | command
+    # When the turn that stated it happened (its `ts`): orders statements made on one day, so
+    # a fact's first statement is the earliest turn (null in tables written before it existed).
+    "stated_at": UTC_TS,
 }
+
+# One turn that stated a fact.
+SOURCE = pl.Struct({"session_id": pl.String(), "turn_id": pl.String()})
 
 FACTS: dict[str, pl.DataType] = {
     "fact_id": pl.String(),
@@ -95,6 +102,10 @@ FACTS: dict[str, pl.DataType] = {
     "model": pl.String(),
     "source": pl.String(),
     "triple_id": pl.String(),
+    # Every turn whose triples state the fact, first statement first (its session_id and
+    # turn_id above), at most `schemas.rules.MAX_FACT_SOURCES`; a stored fact restated later
+    # gains the new turns (`memflow.facts`). Null in tables written before it existed.
+    "sources": pl.List(SOURCE),
 }
 
 ENTITIES: dict[str, pl.DataType] = {
@@ -201,6 +212,17 @@ EMBEDDINGS: dict[str, pl.DataType] = {
     "text_hash": pl.String(),  # sha256 of the embedded (redacted) name
 }
 
+FACT_EMBEDDINGS: dict[str, pl.DataType] = {
+    # Which facts hold a vector of the current model; the vectors are in the embedding ledger
+    # (`resources.vector.ledger`) under `model`, the fact-vector key (`facts:<model>`).
+    "tenant_id": pl.String(),
+    "ns": pl.String(),
+    "fact_id": pl.String(),
+    "model": pl.String(),
+    "dim": pl.Int32(),
+    "text_hash": pl.String(),  # sha256 of the embedded fact text (`memflow.fact_embedding`)
+}
+
 
 # The stored tables: asset -> columns. Every table is per tenant; the PER_DAY ones are stored
 # one file per (tenant, day) of their `day` column, so a run rewrites only the days it changed.
@@ -216,6 +238,7 @@ TABLES: dict[str, dict[str, pl.DataType]] = {
     Asset.QUARANTINE: QUARANTINE,
     Asset.FACT_MERGES: FACT_MERGES,
     Asset.ENTITY_EMBEDDINGS: EMBEDDINGS,
+    Asset.FACT_EMBEDDINGS: FACT_EMBEDDINGS,
 }
 PER_DAY: tuple[str, ...] = (Asset.RAW_TURNS, Asset.EXTRACTED_TRIPLES, Asset.EXTRACTION_LOG)
 

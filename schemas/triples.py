@@ -218,6 +218,7 @@ def items_to_triples(
                 "client": ctx.client,
                 "model": ctx.model,
                 "source": ctx.source,
+                "stated_at": ctx.ts,
             }
         )
     return rows, rejects

@@ -6,6 +6,7 @@ every backend answers `expand` identically.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields
 from datetime import datetime, timedelta
@@ -43,9 +44,28 @@ def from_micros(value: int) -> datetime:
     return EPOCH + timedelta(microseconds=value)
 
 
+# One encoder for `sources` everywhere it is stored or hashed: the same turns, the same text.
+_SOURCES_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+NO_SOURCES = "[]"
+
+
+def encode_sources(sources: Iterable[Sequence[str]]) -> str:
+    """A fact's `sources` as stored (a SQLite column, a Gremlin property) and hashed: a JSON
+    array of [session_id, turn_id] pairs, in order."""
+    return _SOURCES_ENCODER.encode([[s, t] for s, t in sources])
+
+
+def decode_sources(text: str | None) -> tuple[tuple[str, str], ...]:
+    """The inverse of `encode_sources`; a missing value (a row written before facts kept
+    sources) is no sources."""
+    if not text:
+        return ()
+    return tuple((str(s), str(t)) for s, t in json.loads(text))
+
+
 def fact_row(f: FactRecord) -> tuple[Any, ...]:
     """`f`'s content in FACT_FIELDS order as stored and hashed: confidence a float, times in
-    epoch microseconds (open end None), an empty supersession link None."""
+    epoch microseconds (open end None), an empty supersession link None, sources as JSON."""
     values = {name: getattr(f, name) for name in FACT_FIELDS}
     values.update(
         confidence=float(f.confidence),
@@ -53,6 +73,7 @@ def fact_row(f: FactRecord) -> tuple[Any, ...]:
         valid_to=None if f.valid_to is None else to_micros(f.valid_to),
         supersedes=f.supersedes or None,
         superseded_by=f.superseded_by or None,
+        sources=encode_sources(f.sources),
     )
     return tuple(values.values())
 
@@ -63,6 +84,7 @@ def fact_from_row(row: Iterable[Any], row_hash: str) -> FactRecord:
     values["valid_from"] = from_micros(values["valid_from"])
     if values["valid_to"] is not None:
         values["valid_to"] = from_micros(values["valid_to"])
+    values["sources"] = decode_sources(values["sources"])
     return FactRecord(**values, row_hash=row_hash)
 
 

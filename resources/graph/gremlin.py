@@ -1,6 +1,8 @@
 """The scale-out graph store: any Apache TinkerPop Gremlin server, through gremlinpython.
 
 Portable bytecode only (GraphBinary): no lambdas, no scripts, no caller-chosen element ids.
+A fact's `sources` (the turns that stated it) is one property, a JSON string
+(`resources.graph.common.encode_sources`), as in the SQLite store.
 Entities are `entity` vertices and facts are `fact` edges (subject -> object), both found by
 business-key properties (`entity_id`, `fact_id`). Every element lookup is immediately narrowed by
 `has('tenant_id', t).has('ns', n)`; values always travel as bytecode arguments.
@@ -39,8 +41,10 @@ from resources.graph.base import GraphStore, GraphStoreError
 from resources.graph.common import (
     ENTITY_FIELDS,
     FACT_FIELDS,
+    NO_SOURCES,
     OPEN_END_MICROS,
     assemble_expansion,
+    decode_sources,
     fact_row,
     from_micros,
     to_micros,
@@ -497,13 +501,23 @@ def _run(t: GraphTraversal) -> int:
     return int(t.count().next())
 
 
+# Properties added after the first layout, with the value an element written before has:
+# an edge without `sources` reads as no sources (and its row hash, which did not cover them,
+# makes the next sync rewrite it).
+_ADDED_PROPERTIES = {"sources": NO_SOURCES}
+
+
 def _fields(t: GraphTraversal, keys: Sequence[str]) -> GraphTraversal:
     """Each element as {key: value} for `keys` (every one present: readers filter on row_hash,
-    written last). Not `elementMap()`, which adds the element's id: JanusGraph's edge ids are a
+    written last; a property added later reads as its default where an older writer left it
+    out). Not `elementMap()`, which adds the element's id: JanusGraph's edge ids are a
     server-specific type (RelationIdentifier) that gremlinpython cannot read."""
     t = t.project(*keys)
     for key in keys:
-        t = t.by(key)
+        if key in _ADDED_PROPERTIES:
+            t = t.by(__.coalesce(__.values(key), __.constant(_ADDED_PROPERTIES[key])))
+        else:
+            t = t.by(key)
     return t
 
 
@@ -672,6 +686,7 @@ def _fact(row: dict[Any, Any]) -> FactRecord:
     values["confidence"] = float(values["confidence"])
     values["supersedes"] = values["supersedes"] or None
     values["superseded_by"] = values["superseded_by"] or None
+    values["sources"] = decode_sources(values["sources"])
     return FactRecord(**values)
 
 

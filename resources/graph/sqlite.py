@@ -44,8 +44,8 @@ _SCHEMA = (
         valid_from INTEGER NOT NULL, valid_to INTEGER,
         supersedes TEXT, superseded_by TEXT,
         session_id TEXT NOT NULL, turn_id TEXT NOT NULL, client TEXT NOT NULL,
-        model TEXT NOT NULL, source TEXT NOT NULL, row_hash TEXT NOT NULL,
-        PRIMARY KEY (tenant_id, ns, fact_id))""",
+        model TEXT NOT NULL, source TEXT NOT NULL, sources TEXT NOT NULL DEFAULT '[]',
+        row_hash TEXT NOT NULL, PRIMARY KEY (tenant_id, ns, fact_id))""",
     """CREATE INDEX IF NOT EXISTS facts_by_subject ON facts (tenant_id, ns, subject_id)""",
     """CREATE INDEX IF NOT EXISTS facts_by_object ON facts (tenant_id, ns, object_id)""",
     """CREATE TABLE IF NOT EXISTS scope_versions (
@@ -76,6 +76,7 @@ class SqliteGraphStore(GraphStore):
         with self._write() as db:
             for statement in _SCHEMA:
                 db.execute(statement)
+            _add_missing_columns(db)
             db.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('instance', ?)",
                 (uuid.uuid4().hex,),
@@ -380,6 +381,19 @@ class SqliteGraphStore(GraphStore):
             # WAL under the parent; only this process's connections are closed.
             if pid == os.getpid():
                 conn.close()
+
+
+# Columns added to a table after its first layout: (table, column, definition). A file made
+# by an older version gains them when opened; rows it holds get the default, which their
+# row hash does not cover, so the next sync rewrites them from the tables.
+_ADDED_COLUMNS = (("facts", "sources", "TEXT NOT NULL DEFAULT '[]'"),)
+
+
+def _add_missing_columns(db: sqlite3.Connection) -> None:
+    for table, column, definition in _ADDED_COLUMNS:
+        held = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+        if column not in held:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
 
 def _check_supersede(

@@ -2,7 +2,8 @@
 
 The tables are the source of truth. Each row gets a `row_hash` over its stored content; a sync
 compares those with `store.row_hashes(scope)`, writes only new or changed rows and deletes ids
-the table no longer has, so a second run writes nothing.
+the table no longer has, so a second run writes nothing. A fact's hash covers its `sources`
+too: a stored fact restated in a new turn (`memflow.facts`) is rewritten with the longer list.
 """
 
 from __future__ import annotations
@@ -16,9 +17,16 @@ from typing import Any
 import polars as pl
 
 from resources.graph.base import GraphStore
-from resources.graph.common import FACT_FIELDS, fact_from_row, fact_row
+from resources.graph.common import (
+    FACT_FIELDS,
+    NO_SOURCES,
+    encode_sources,
+    fact_from_row,
+    fact_row,
+)
 from schemas.records import EntityRecord, FactRecord
 from schemas.scope import Scope
+from schemas.tables import SOURCE
 
 _HASH_VERSION = "memflow-graph-row-v1"  # change it to make every store rewrite every row
 _SAMPLE = 5
@@ -170,6 +178,8 @@ class _TableRows:
             pl.col("aliases").fill_null(pl.lit([], dtype=pl.List(pl.String()))),
             pl.col("types").fill_null(pl.lit([], dtype=pl.List(pl.String()))),
         )
+        if "sources" not in facts_df.columns:  # a table written before facts kept sources
+            facts_df = facts_df.with_columns(pl.lit(None, dtype=pl.List(SOURCE)).alias("sources"))
         facts = facts_df.select(
             *(
                 pl.col(c).dt.epoch("us")
@@ -183,6 +193,9 @@ class _TableRows:
                 else pl.col(c)
                 for c in FACT_FIELDS
             )
+        )
+        facts = facts.with_columns(
+            pl.Series("sources", _sources_text(facts["sources"]), dtype=pl.String())
         )
         _check_required("entities", ents, ("entity_id", "name"))
         _check_required("facts", facts, (*FACT_FIELDS[:6], "confidence", "valid_from"))
@@ -203,6 +216,17 @@ class _TableRows:
             facts=fact_rows,
             fact_hashes=[_digest(list(r)) for r in fact_rows],
         )
+
+
+def _sources_text(column: pl.Series) -> list[str]:
+    """The table's `sources` (lists of {session_id, turn_id}) as the stores keep and hash them
+    (`resources.graph.common.encode_sources`); null is no sources."""
+    return [
+        encode_sources((t["session_id"] or "", t["turn_id"] or "") for t in turns)
+        if turns
+        else NO_SOURCES
+        for turns in column.to_list()
+    ]
 
 
 def _entity(row: tuple[Any, ...], row_hash: str) -> EntityRecord:

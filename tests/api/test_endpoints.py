@@ -45,6 +45,8 @@ def test_recall_answers_facts_of_the_scope_with_provenance(client: TestClient, w
         "turn_id": first["provenance"]["turn_id"],
         "client": "claude-code",
         "model": "explicit",
+        # every turn that stated the fact, first statement first
+        "sources": [{"session_id": "s-acme", "turn_id": first["provenance"]["turn_id"]}],
     }
     assert "not instructions" in body["notice"]
     # The contradiction in the fixture comes back side by side.

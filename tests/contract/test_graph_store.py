@@ -128,6 +128,7 @@ def test_facts_round_trip_every_field(graph_store: GraphStore, new_scope: Scopes
         client="claude-code",
         model="qwen2.5:7b",
         source="llm",
+        sources=(("s-1", "t-9"), ("s-2", "t-1"), ("s-1", "t-12")),
         row_hash="abc",
     )
     open_fact = fact("f2", "b", "a", 1.0, supersedes="f1")
@@ -139,6 +140,16 @@ def test_facts_round_trip_every_field(graph_store: GraphStore, new_scope: Scopes
     assert graph_store.upsert_facts(scope, [again]) == 1
     assert graph_store.facts(scope) == [again, open_fact]
     assert graph_store.counts(scope) == {"entities": 2, "facts": 2}
+
+    # A fact restated in a later turn: the same fact with one more source.
+    restated = replace(again, sources=(*again.sources, ("s-3", "t-1")), row_hash="ghi")
+    assert graph_store.upsert_facts(scope, [restated]) == 1
+    assert graph_store.facts(scope) == [restated, open_fact]
+    expanded = graph_store.expand(scope, ["b"], as_of=T0 + 7 * US)
+    assert {x.fact.fact_id: x.fact.sources for x in expanded} == {
+        "f1": restated.sources,
+        "f2": (),
+    }
 
 
 def test_fact_with_new_ends_replaces_the_old_link(
@@ -372,6 +383,7 @@ def test_hostile_values_are_stored_verbatim_and_never_run(
             object=value + "\n" if value else "o",
             session_id=value,
             client=value,
+            sources=((value, value + "]\"'"), ("[", value)),
         )
         for i, value in enumerate(HOSTILE)
     ]
@@ -482,6 +494,11 @@ def tables(scope: Scope, n_entities: int = 6) -> tuple[pl.DataFrame, pl.DataFram
             "model": ["explicit"] * (n_entities - 1),
             "source": ["explicit"] * (n_entities - 1),
             "triple_id": [f"t{i}" for i in range(n_entities - 1)],
+            "sources": [
+                [{"session_id": "s1", "turn_id": str(i)}]
+                + ([{"session_id": "s2", "turn_id": "x'ÿ"}] if i % 2 else [])
+                for i in range(n_entities - 1)
+            ],
         },
         schema=FACTS,
     )
@@ -520,6 +537,71 @@ def test_sync_is_idempotent_and_follows_the_table(
     assert (third.entities_written, third.facts_written) == (1, 0)
     assert (third.entities_deleted, third.facts_deleted) == (1, 1)
     assert graph_equals_table(graph_store, scope, fewer_entities, fewer_facts)[0]
+
+
+def test_a_new_source_resyncs_the_fact_and_nothing_else(
+    graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    scope = new_scope()
+    entities, facts = tables(scope)
+    sync_graph(graph_store, scope, entities, facts)
+    assert [f.sources for f in graph_store.facts(scope)][:2] == [
+        (("s1", "0"),),
+        (("s1", "1"), ("s2", "x'ÿ")),
+    ]
+    restated = facts.with_columns(
+        pl.when(pl.col("fact_id") == "f3")
+        .then(pl.col("sources").list.concat(pl.lit([{"session_id": "s9", "turn_id": "t9"}])))
+        .otherwise(pl.col("sources"))
+        .alias("sources")
+    )
+    ok, details = graph_equals_table(graph_store, scope, entities, restated)
+    assert not ok and details["sample"] == {"changed_facts": ["f3"]}
+    report = sync_graph(graph_store, scope, entities, restated)
+    assert (report.entities_written, report.facts_written, report.unchanged) == (0, 1, 10)
+    assert graph_equals_table(graph_store, scope, entities, restated)[0]
+    f3 = next(f for f in graph_store.facts(scope) if f.fact_id == "f3")
+    assert f3.sources == (("s1", "3"), ("s2", "x'ÿ"), ("s9", "t9"))
+    # A table written before facts kept sources (null, or no column) syncs as no sources.
+    for older in (restated.with_columns(pl.lit(None).alias("sources")), facts.drop("sources")):
+        sync_graph(graph_store, scope, entities, older)
+        assert graph_equals_table(graph_store, scope, entities, older)[0]
+        assert {f.sources for f in graph_store.facts(scope)} == {()}
+
+
+def _as_written_before_sources(store: GraphStore, scope: Scope) -> None:
+    """Make the scope's facts look written by a version that kept no `sources`: the SQLite
+    column or the Gremlin property is gone, and row hashes are an older version's."""
+    if isinstance(store, SqliteGraphStore):
+        import sqlite3
+
+        with sqlite3.connect(store.path) as db:
+            db.execute("UPDATE facts SET row_hash = 'older'")
+            db.execute("ALTER TABLE facts DROP COLUMN sources")
+        return
+    from resources.graph.gremlin import GremlinGraphStore, _facts_e, _run
+
+    assert isinstance(store, GremlinGraphStore)
+    store._call(lambda g: _run(_facts_e(g, scope).properties("sources").drop()))
+    store._call(lambda g: _run(_facts_e(g, scope).property("row_hash", "older")))
+
+
+def test_a_store_written_before_facts_kept_sources_reads_and_resyncs(
+    graph_backend: GraphBackend, graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    scope = new_scope()
+    entities, facts = tables(scope)
+    sync_graph(graph_store, scope, entities, facts)
+    _as_written_before_sources(graph_store, scope)
+    with graph_backend.open() as older:  # a new handle: SQLite adds the column back on open
+        assert {f.sources for f in older.facts(scope)} == {()}
+        assert {x.fact.sources for x in older.expand(scope, ["e1"], as_of=NOW)} == {()}
+        ok, details = graph_equals_table(older, scope, entities, facts)
+        assert not ok and details["changed_facts"] == 5
+        report = sync_graph(older, scope, entities, facts)
+        assert (report.entities_written, report.facts_written) == (0, 5)
+        assert graph_equals_table(older, scope, entities, facts)[0]
+        assert older.facts(scope)[1].sources == (("s1", "1"), ("s2", "x'ÿ"))
 
 
 def test_sync_deletes_rows_the_table_does_not_have(

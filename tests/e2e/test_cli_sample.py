@@ -88,8 +88,9 @@ def test_summary_and_every_asset(sample_run) -> None:
     assert {t["tenant"] for t in status["tenants"]} == {str(t) for t in SAMPLE_TENANTS}
     for t in status["tenants"]:
         assert t["graph"]["equals_table"], t
-        assert t["vectors_equal_table"] and t["coverage"] == 1.0, t
+        assert t["vectors_equal_table"] and t["coverage"] == t["fact_coverage"] == 1.0, t
         assert t["vectors"]["hash-model"]["dim"] == 32
+        assert t["vectors"]["facts:hash-model"]["vectors"] == t["tables"]["validated_facts"]
 
 
 def test_supersession_and_rejects_are_visible(sample_run) -> None:

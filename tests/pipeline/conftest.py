@@ -57,7 +57,7 @@ INGEST = [
     "extraction_log",
 ]
 FACTS = ["validated_facts", "entities", "quarantine", "fact_merges"]
-DOWNSTREAM = [*FACTS, "entity_embeddings", "graph_sink", "vector_sink"]
+DOWNSTREAM = [*FACTS, "entity_embeddings", "fact_embeddings", "graph_sink", "vector_sink"]
 EVERYTHING = [*INGEST, *DOWNSTREAM]
 
 

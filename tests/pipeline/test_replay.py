@@ -29,6 +29,7 @@ PER_TENANT = [
     "quarantine",
     "fact_merges",
     "entity_embeddings",
+    "fact_embeddings",
     "graph_sink",
     "vector_sink",
 ]
@@ -117,12 +118,13 @@ def test_one_run_for_many_tenants_then_model_change_replays_per_model(
         )
         assert materialize(
             ALL_ASSETS,
-            selection=["entity_embeddings", "vector_sink"],
+            selection=["entity_embeddings", "fact_embeddings", "vector_sink"],
             instance=instance,
             resources=res,
             tags=TENANT_RANGE,
         ).success
-        assert len(server.texts) == asked_a  # every entity again, once, for the new model
+        # every entity name and fact text again, once, for the new model
+        assert len(server.texts) == asked_a
 
     store = open_vector_store(None, str(data_dir))
     try:

@@ -258,3 +258,32 @@ def test_a_question_that_names_only_a_date_gets_that_dates_facts(graph: SqliteGr
         log.scope, "What happened on 16 June, 2023?", as_of=day - timedelta(days=365)
     )
     assert before.facts == []
+
+
+def test_graph_distance_is_a_prior_only_from_entry_entities_the_question_names() -> None:
+    from recall.cache import FunctionalPredicates, ScopeIndex
+    from recall.ranking import select_facts
+
+    memory = Memory(Scope("acme", "payments"))
+    near = memory.fact("payments-api", "USES_CACHE", "Redis", confidence=0.7)
+    far = memory.fact("billing", "USES_CACHE", "Memcached", confidence=0.9)
+    index = ScopeIndex(
+        memory.scope, "v1", list(memory.entities.values()), list(memory.facts.values())
+    )
+    valid = index.valid_at(T0 + timedelta(days=1))
+    hops = index.neighbourhood([memory.eid("payments-api")], 2, valid)
+    cosine = np.full(len(index.facts), 0.8, dtype=np.float32)
+
+    def order(prior: np.ndarray | None) -> list[str]:
+        chosen = select_facts(
+            index, hops, valid, lexical=np.zeros(len(index.facts)), entity_cosine=None,
+            limit=10, functional=FunctionalPredicates(), fact_cosine=cosine, prior_hops=prior,
+        )  # fmt: skip
+        assert {index.facts[s.row].fact_id: s.hop for s in chosen}[near.fact_id] == 1
+        return [index.facts[s.row].fact_id for s in chosen]
+
+    # An entry entity the question names: the fact next to it gets the graph-distance prior.
+    assert order(None) == [near.fact_id, far.fact_id]
+    # The same entity found by vector alone: no prior (the hop is still reported); the tie
+    # goes to the more confident fact.
+    assert order(np.zeros_like(hops)) == [far.fact_id, near.fact_id]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -15,6 +16,7 @@ from resources.models.openai_embeddings import OpenAIEmbeddingProvider
 from resources.vector.milvus import MilvusVectorStore
 from schemas.scope import Scope
 from tests.recall.conftest import T0, Memory, TableEmbedder
+from tests.recall.test_fact_signals import embed_facts
 from tests.support.embeddings_server import EmbeddingsServer, Fault
 
 
@@ -69,11 +71,13 @@ def test_answer_carries_facts_provenance_notice_and_timings(
         "USES_DATABASE",
         "PostgreSQL",
     )
+    # Stored without a list of sources: the first statement is the one source known.
     assert fact.provenance.model_dump() == {
         "session_id": "s-1",
         "turn_id": "t-1",
         "client": "claude-code",
         "model": "explicit",
+        "sources": [{"session_id": "s-1", "turn_id": "t-1"}],
     }
     assert fact.hop == 1 and fact.score is not None and fact.score > 0
     assert answer.notice == NOTICE and "not instructions" in answer.notice
@@ -96,7 +100,25 @@ def test_answer_carries_facts_provenance_notice_and_timings(
         "fact_id", "subject_id", "subject", "predicate", "object_id", "object", "confidence",
         "valid_from", "valid_to", "provenance", "hop", "score", "contradicts",
     }  # fmt: skip
-    assert "source" not in json.dumps(payload["facts"])
+    assert '"source"' not in json.dumps(payload["facts"])  # the triple's origin kind stays in
+
+
+def test_answer_cites_every_turn_that_stated_the_fact(
+    graph: SqliteGraphStore, acme: Memory
+) -> None:
+    ids = _payments(acme)
+    turns = (("s-1", "t-1"), ("s-2", "t-7"), ("s-3", "t-2"))
+    acme.facts[ids["db"]] = replace(acme.facts[ids["db"]], sources=turns)
+    acme.load(graph)
+    service = RecallService(graph)
+    for answer in (
+        service.recall(acme.scope, "which database do we use?"),
+        service.subgraph(acme.scope, [acme.eid("payments-api")]),
+    ):
+        fact = next(f for f in answer.facts if f.fact_id == ids["db"])
+        got = [(s.session_id, s.turn_id) for s in fact.provenance.sources]
+        assert got == list(turns)
+        assert (fact.provenance.session_id, fact.provenance.turn_id) == turns[0]
 
 
 def test_bad_arguments_raise_recall_error(graph: SqliteGraphStore, acme: Memory) -> None:
@@ -295,6 +317,41 @@ def test_previous_model_serves_until_the_new_one_covers_the_scope(
     switched = RecallService(graph, vectors, {"new-model": new, "table-model": old})
     answer = switched.recall(acme.scope, "PostgreSQL")
     assert answer.embedding_model == "new-model" and answer.warnings == []
+
+
+def test_previous_model_serves_until_the_new_one_covers_the_facts_too(
+    graph: SqliteGraphStore, vectors: MilvusVectorStore, acme: Memory, embedded: dict[str, str]
+) -> None:
+    old = TableEmbedder("table-model")
+    new = TableEmbedder("new-model")
+    facts = list(acme.facts.values())
+    both = {"new-model": new, "table-model": old}
+
+    # Neither model has fact vectors (a store from before them): the current model serves.
+    acme.embed(vectors, new)
+    assert RecallService(graph, vectors, both).recall(acme.scope, "PostgreSQL").embedding_model == (
+        "new-model"
+    )
+
+    # The previous model covers entities and facts; the new one every entity, not every fact.
+    embed_facts(vectors, old, acme, facts)
+    embed_facts(vectors, new, acme, facts[:2])
+    answer = RecallService(graph, vectors, both).recall(acme.scope, "PostgreSQL")
+    assert answer.mode == "hybrid" and answer.embedding_model == "table-model"
+    assert [w.code for w in answer.warnings] == ["previous_model"]
+
+    # Once the new model's fact vectors cover the facts it takes over.
+    embed_facts(vectors, new, acme, facts)
+    answer = RecallService(graph, vectors, both).recall(acme.scope, "PostgreSQL")
+    assert answer.embedding_model == "new-model" and answer.warnings == []
+
+    # A new fact the sink has not embedded yet leaves no model fully covering: the current
+    # one keeps serving (no flapping back to the previous model).
+    extra = acme.fact("PgBouncer", "FRONTS", "PostgreSQL")  # no new entity
+    acme.load(graph)
+    answer = RecallService(graph, vectors, both).recall(acme.scope, "PgBouncer")
+    assert answer.embedding_model == "new-model" and answer.warnings == []
+    assert extra.fact_id in _ids(answer)
 
 
 def test_partial_vectors_serve_a_first_embedding_with_a_warning(

@@ -10,15 +10,16 @@ from schemas import rules
 from schemas.contracts import EntityContract, FactContract
 from schemas.rules import Reason
 from schemas.scope import Scope
+from schemas.tables import TRIPLES, conform
 from schemas.triples import TurnContext, items_to_triples, triples_frame
 
 SCOPE = Scope("acme", "api")
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
-def triples(*items: dict, at: datetime = T0, turn: str = "t1") -> pl.DataFrame:
+def triples(*items: dict, at: datetime = T0, turn: str = "t1", session: str = "s1") -> pl.DataFrame:
     ctx = TurnContext(
-        "acme", "api", at.strftime("%Y-%m-%d"), "s1", turn, at, "codex", "explicit", "explicit"
+        "acme", "api", at.strftime("%Y-%m-%d"), session, turn, at, "codex", "explicit", "explicit"
     )
     rows, rejects = items_to_triples(items, ctx)
     assert rejects == []
@@ -154,3 +155,85 @@ def test_retention_of_n_days_drops_old_text_and_keeps_ids_and_hashes() -> None:
     assert kept["content"].to_list() == [None, "new text"]
     assert kept["content_sha256"].to_list() == ["h1", "h2"]
     assert apply_retention(turns, -1, now).equals(turns)
+
+
+# -- provenance: every stating turn, first statement first -----------------------------------
+
+
+def _sources(frame: pl.DataFrame, obj: str) -> list[tuple[str, str]]:
+    row = frame.filter(pl.col("object") == obj).row(0, named=True)
+    return [(s["session_id"], s["turn_id"]) for s in row["sources"]]
+
+
+def test_same_day_restatements_keep_the_earliest_turn_first() -> None:
+    # Six turns of one day state one fact with the same valid_from: only the turn's time can
+    # tell which came first (the triple id is a hash, in another order).
+    day = {"valid_from": "2026-11-01"}
+    frames = [
+        triples(t("api", "USES", "Postgres", **day), at=T0 + timedelta(minutes=i), turn=f"t{i}")
+        for i in range(6)
+    ]
+    df = pl.concat(list(reversed(frames)))
+    assert df["stated_at"].null_count() == 0
+    by_hash = df.sort("triple_id")["turn_id"].to_list()
+    assert by_hash != [f"t{i}" for i in range(6)]  # the old tie-break would not hold
+    built = build_facts(SCOPE, df)
+    fact = built.facts.row(0, named=True)
+    assert fact["turn_id"] == "t0"
+    assert _sources(built.facts, "Postgres") == [("s1", f"t{i}") for i in range(6)]
+    assert built.counts["merged"] == 5
+
+
+def test_a_stored_fact_restated_later_gains_the_turn_and_nothing_else() -> None:
+    first = triples(t("api", "USES", "Postgres"), t("api", "CALLS", "billing"))
+    stored = build_facts(SCOPE, first)
+    later = triples(
+        t("api", "USES", "Postgres", confidence=0.7),
+        at=T0 + timedelta(days=3),
+        turn="t9",
+        session="s2",
+    )
+    built = build_facts(SCOPE, pl.concat([first, later]), stored.facts, stored.entities)
+    assert _sources(built.facts, "Postgres") == [("s1", "t1"), ("s2", "t9")]
+    assert _sources(built.facts, "billing") == [("s1", "t1")]
+    before = stored.facts.filter(pl.col("object") == "Postgres").row(0, named=True)
+    after = built.facts.filter(pl.col("object") == "Postgres").row(0, named=True)
+    assert {k: v for k, v in after.items() if k != "sources"} == {
+        k: v for k, v in before.items() if k != "sources"
+    }
+    assert built.counts == {**built.counts, "facts_stored": 2, "merged": 1, "facts_new": 0}
+    # Rerun: nothing new, the same sources.
+    again = build_facts(SCOPE, pl.concat([first, later]), built.facts, built.entities)
+    assert again.facts.equals(built.facts)
+
+
+def test_sources_stop_at_the_cap_and_keep_the_first_statements() -> None:
+    n = rules.MAX_FACT_SOURCES + 8
+    frames = [
+        triples(t("api", "USES", "Postgres"), at=T0 + timedelta(hours=i), turn=f"t{i:02d}")
+        for i in range(n)
+    ]
+    half = pl.concat(frames[: n // 2])
+    stored = build_facts(SCOPE, half)
+    assert len(_sources(stored.facts, "Postgres")) == n // 2
+    built = build_facts(SCOPE, pl.concat(frames), stored.facts, stored.entities)
+    assert _sources(built.facts, "Postgres") == [
+        ("s1", f"t{i:02d}") for i in range(rules.MAX_FACT_SOURCES)
+    ]
+    fresh = build_facts(SCOPE, pl.concat(frames))
+    assert _sources(fresh.facts, "Postgres") == _sources(built.facts, "Postgres")
+
+
+def test_tables_written_before_sources_and_stated_at_still_build() -> None:
+    first = triples(t("api", "USES", "Postgres"), turn="t1")
+    second = triples(t("api", "USES", "Postgres"), at=T0 + timedelta(hours=1), turn="t2")
+    older_triples = pl.concat([first, second]).drop("stated_at")
+    stored = build_facts(SCOPE, conform(older_triples, TRIPLES))
+    older_facts = stored.facts.drop("sources")
+    third = triples(t("api", "USES", "Postgres"), at=T0 + timedelta(hours=2), turn="t3")
+    built = build_facts(
+        SCOPE, conform(pl.concat([older_triples, third.drop("stated_at")]), TRIPLES),
+        older_facts, stored.entities,
+    )  # fmt: skip
+    # Its own first statement first, then every other stating turn in statement order.
+    assert _sources(built.facts, "Postgres") == [("s1", "t1"), ("s1", "t2"), ("s1", "t3")]

@@ -73,3 +73,24 @@ def test_questions_are_unchanged() -> None:
 def test_a_malformed_dia_id_is_no_session(bad: str) -> None:
     with pytest.raises(ValueError):
         locomo.session_of(bad)
+
+
+def test_stored_provenance_reads_the_first_statement_and_every_source() -> None:
+    from datetime import UTC, datetime
+
+    from schemas.records import FactRecord
+
+    def fact(fid: str, turn: str, sources: tuple[tuple[str, str], ...]) -> FactRecord:
+        t0 = datetime(2023, 5, 1, tzinfo=UTC)
+        return FactRecord(
+            fid, "e1", "A", "LIKES", "e2", "B", 1.0, t0, turn_id=turn, sources=sources
+        )
+
+    facts = [
+        fact("f1", "D1:3", (("conv-41", "D1:3"), ("conv-41", "D4:2"))),
+        fact("f2", "D2:1", ()),  # stored before facts kept sources
+    ]
+    assert locomo.stored_provenance(facts) == {
+        "f1": frozenset({"D1:3", "D4:2"}),
+        "f2": frozenset({"D2:1"}),
+    }
