@@ -22,7 +22,7 @@ from dagster import DagsterInstance, JobDefinition
 
 from assets.partitions import TENANTS
 from memflow import landing
-from pipelines.batches import MAX_TENANTS, SOURCE_TAG, batch_ranges, range_tags, split_range
+from pipelines.batches import MAX_TENANTS, SOURCE_TAG, batch_ranges, run_tags, split_range
 from pipelines.definitions import defs
 from resources.tables import TableStore
 from schemas.scope import Scope
@@ -140,7 +140,7 @@ def run_all(
         result = job.execute_in_process(
             instance=instance,
             run_config=QUIET,
-            tags={**range_tags(first, last), **CLI_TAGS},
+            tags={**run_tags(ordered, first, last), **CLI_TAGS},
             raise_on_error=False,
         )
         outcome.runs += 1
