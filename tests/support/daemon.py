@@ -36,6 +36,18 @@ BIN = Path(sys.executable).parent
 IN_FLIGHT = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
 
 
+def in_flight(run: dict[str, Any]) -> bool:
+    """Queued or running, or failed with a retry promised and not yet created."""
+    if run["status"] in IN_FLIGHT:
+        return True
+    tags = run["tags"]
+    return (
+        run["status"] == "FAILURE"
+        and tags.get("dagster/will_retry") == "true"
+        and "dagster/auto_retry_run_id" not in tags
+    )
+
+
 def instance_config(db_url: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """deploy/dagster.yaml with its storage pointed at `db_url` (and `overrides` merged in,
     one level deep per top-level key)."""
@@ -81,6 +93,7 @@ class DaemonWorld:
     settings: dict[str, str] = field(default_factory=dict)
     daemon: subprocess.Popen[bytes] | None = None
     daemon_starts: int = 0
+    _instance: Any = None
 
     # -- set-up ------------------------------------------------------------------------
 
@@ -111,6 +124,8 @@ class DaemonWorld:
         finally:
             world.stop_daemon()
             world.wait_workers_gone(30)
+            if world._instance is not None:
+                world._instance.dispose()
             with contextlib.suppress(Exception):
                 drop_database(plain, database)
 
@@ -205,27 +220,28 @@ class DaemonWorld:
 
     # -- what the instance and the tables say --------------------------------------------
 
-    @contextlib.contextmanager
     def instance(self):
+        """The instance, opened once (closed with the world)."""
         from dagster import DagsterInstance
 
-        with DagsterInstance.from_config(str(self.home)) as instance:
-            yield instance
+        if self._instance is None:
+            self._instance = DagsterInstance.from_config(str(self.home))
+        return self._instance
 
     def runs(self) -> list[dict[str, Any]]:
-        with self.instance() as instance:
-            return [
-                {
-                    "run_id": r.dagster_run.run_id,
-                    "job": r.dagster_run.job_name,
-                    "status": r.dagster_run.status.value,
-                    "tags": dict(r.dagster_run.tags),
-                    "created": r.create_timestamp.timestamp(),
-                    "start": r.start_time,
-                    "end": r.end_time,
-                }
-                for r in instance.get_run_records()
-            ]
+        instance = self.instance()
+        return [
+            {
+                "run_id": r.dagster_run.run_id,
+                "job": r.dagster_run.job_name,
+                "status": r.dagster_run.status.value,
+                "tags": dict(r.dagster_run.tags),
+                "created": r.create_timestamp.timestamp(),
+                "start": r.start_time,
+                "end": r.end_time,
+            }
+            for r in instance.get_run_records()
+        ]
 
     def table(self, asset: str, tenant: str) -> pl.DataFrame | None:
         from resources.tables import TableStore
@@ -247,7 +263,7 @@ class DaemonWorld:
                 raise AssertionError(
                     f"the daemon exited ({self.daemon.returncode})\n{self.log_tail()}"
                 )
-            if done() and not any(r["status"] in IN_FLIGHT for r in self.runs()):
+            if done() and not any(map(in_flight, self.runs())):
                 return time.monotonic() - started
             time.sleep(1.0)
         runs = [(r["job"], r["status"], r["tags"].get("memflow/block")) for r in self.runs()]

@@ -116,7 +116,5 @@ def instance_yaml(db_url: str, *, extra: str = "") -> str:
     """A dagster.yaml with run storage, event logs and schedules on `db_url` (the production
     template is deploy/dagster.yaml; `extra` adds its run coordinator, retries, ...)."""
     return (
-        "telemetry:\n  enabled: false\n"
-        "storage:\n  postgres:\n"
-        f"    postgres_url: {db_url}\n" + extra
+        f"telemetry:\n  enabled: false\nstorage:\n  postgres:\n    postgres_url: {db_url}\n" + extra
     )
