@@ -55,6 +55,14 @@ class RunOutcome:
     dagster_home: str = ""
 
 
+# One ASSET_MATERIALIZATION_PLANNED event per asset for a run over a range of tenants, not one
+# per tenant (Dagster's own switch for large single-run backfills): at 40 tenants that is 520
+# fewer SQLite commits per run. The cost, per Dagster: the tenants of a run that fails are not
+# marked "failed" in the UI (they show as not materialized); `memflow run` reruns a failed
+# range in halves and names every tenant that still fails.
+PLANNED_EVENTS_ENV = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
+
+
 def instance_for(data_dir: str) -> DagsterInstance:
     home = os.environ.get("DAGSTER_HOME") or str(Path(data_dir, "dagster").resolve())
     Path(home).mkdir(parents=True, exist_ok=True)
@@ -111,6 +119,7 @@ def run_all(
     started = time.perf_counter()
     say = progress or (lambda _msg: None)
     quiet_dagster()
+    os.environ.setdefault(PLANNED_EVENTS_ENV, "1")
     instance = instance_for(data_dir)
     home = os.environ["DAGSTER_HOME"]
     survey: JobDefinition = defs.resolve_job_def("survey_job")
