@@ -168,6 +168,9 @@ def direct(landing: Path, data: Path, cwd: Path) -> dict[str, Any]:
     if not m:
         raise RuntimeError(f"no summary line in the direct run's output:\n{got['output'][-2000:]}")
     got.update(tenants=int(m.group(1)), runs=0, run_s=float(m.group(2)))
+    stages = re.search(r"^stages: (.*)$", got["output"], re.MULTILINE)
+    if stages:
+        got["stages"] = json.loads(stages.group(1))
     return got
 
 
@@ -193,23 +196,38 @@ def direct_main(landing: Path, data: Path) -> int:
     now = datetime.now(UTC)
     graph = SqliteGraphStore(data / "graph.sqlite")
 
+    stages = {"turns": 0.0, "extract": 0.0, "facts": 0.0, "sink": 0.0, "write": 0.0}
+    units = {"turns": 0, "triples": 0, "facts": 0, "entities": 0, "sink_rows": 0}
+
     def write(df: pl.DataFrame, asset: str, scope) -> None:
+        t = time.perf_counter()
         tables.write_table(conform(df, TABLES[asset]), asset, scope)
+        stages["write"] += time.perf_counter() - t
 
     try:
         for scope, files in found.items():
+            t = time.perf_counter()
             turns = ingest_turns(landing, scope, files, TurnTables.empty(), now, window).tables
+            stages["turns"] += time.perf_counter() - t
+            units["turns"] += turns.turns.height
             write(turns.turns, Asset.RAW_TURNS, scope)
             write(turns.rejects, Asset.TURN_REJECTS, scope)
             write(turns.files, Asset.LANDING_FILES, scope)
+            t = time.perf_counter()
             done = extract_tenant(
                 scope, turns.turns, ExtractionTables.of(None, None, None), None, "none"
             )
+            stages["extract"] += time.perf_counter() - t
             ex = done.tables
+            units["triples"] += ex.triples.height
             write(ex.triples, Asset.EXTRACTED_TRIPLES, scope)
             write(ex.rejects, Asset.EXTRACTION_REJECTS, scope)
             write(ex.log, Asset.EXTRACTION_LOG, scope)
+            t = time.perf_counter()
             built = build_facts(scope, ex.triples, None, None)
+            stages["facts"] += time.perf_counter() - t
+            units["facts"] += built.facts.height
+            units["entities"] += built.entities.height
             write(built.facts, Asset.VALIDATED_FACTS, scope)
             write(built.entities, Asset.ENTITIES, scope)
             write(
@@ -224,9 +242,13 @@ def direct_main(landing: Path, data: Path) -> int:
                 scope,
             )
             write(built.merges, Asset.FACT_MERGES, scope)
-            sync_graph(graph, scope, built.entities, built.facts)
+            t = time.perf_counter()
+            report = sync_graph(graph, scope, built.entities, built.facts)
+            stages["sink"] += time.perf_counter() - t
+            units["sink_rows"] += report.entities_written + report.facts_written
     finally:
         graph.close()
+    print("stages: " + json.dumps({"seconds": stages, "units": units}))
     print(f"direct: {len(found)} tenants, {time.perf_counter() - started:.2f} s")
     return 0
 
