@@ -353,6 +353,7 @@ def part_newday(work: Path, rounds: int) -> dict[str, Any]:
                   f"{got['wall_s']:.1f} s", flush=True)  # fmt: skip
     med = {k: statistics.median(g["run_s"] for g in v) for k, v in runs.items()}
     med_wall = {k: statistics.median(g["wall_s"] for g in v) for k, v in runs.items()}
+    med_cpu = {k: statistics.median(g["cpu_s"] for g in v) for k, v in runs.items()}
     ratio = med["history_60"] / med["history_5"]
     return {
         "rounds": runs,
@@ -360,6 +361,8 @@ def part_newday(work: Path, rounds: int) -> dict[str, Any]:
         "median_command_s": med_wall,
         "run_ratio": round(ratio, 3),
         "command_ratio": round(med_wall["history_60"] / med_wall["history_5"], 3),
+        "median_command_cpu_s": med_cpu,
+        "command_cpu_ratio": round(med_cpu["history_60"] / med_cpu["history_5"], 3),
         "target_met": ratio <= TARGET_NEWDAY,
     }
 
@@ -421,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
         n = result["newday"]
         print(
             f"(b) new day, 60 days / 5 days of history: run {n['run_ratio']}x "
-            f"({n['median_run_s']}), command {n['command_ratio']}x; target met: {n['target_met']}"
+            f"({n['median_run_s']}), command {n['command_ratio']}x, command CPU "
+            f"{n['command_cpu_ratio']}x; target met: {n['target_met']}"
         )
         ok &= n["target_met"]
     return 0 if ok else 1
