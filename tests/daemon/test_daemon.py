@@ -100,7 +100,7 @@ def _land_day(landing: Path, day: int) -> None:
 
 
 def _wait_started(world: DaemonWorld, seen: set[str], timeout: float = TIMEOUT_S) -> str:
-    """The id of an ingest run (not in `seen`) once it is STARTED and has begun its steps."""
+    """The id of an ingest run (not in `seen`) once it is STARTED."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for run in world.runs():
@@ -109,6 +109,10 @@ def _wait_started(world: DaemonWorld, seen: set[str], timeout: float = TIMEOUT_S
                 return run["run_id"]
         time.sleep(0.3)
     raise AssertionError(f"no ingest run started\n{world.log_tail()}")
+
+
+def _status(world: DaemonWorld, run_id: str) -> str | None:
+    return next((r["status"] for r in world.runs() if r["run_id"] == run_id), None)
 
 
 def _lines(path: Path) -> int:
@@ -156,11 +160,12 @@ def test_kill_9_mid_run_then_restart_completes_with_nothing_lost_or_doubled(
         print(f"first run started at {time.monotonic() - t0:.0f}s")
         world.kill_daemon()  # the daemon alone: its run goes on in the code server's process
         world.start_daemon()
+        _wait_for(lambda: _status(world, first) == "SUCCESS", world)
+        before = _lines(calls)  # day 1 is extracted
         _land_day(world.landing, 2)
-        second = _wait_started(world, {first})
-        before = _lines(calls)
-        _wait_for(lambda: _lines(calls) > before, world)  # it is extracting day 2
-        print(f"second run started at {time.monotonic() - t0:.0f}s")
+        _wait_for(lambda: _lines(calls) > before, world)  # a run is extracting day 2: kill now
+        second = _wait_started(world, {first}, timeout=10)
+        print(f"second run extracting at {time.monotonic() - t0:.0f}s")
         world.kill_daemon(group=True)  # daemon, code server and run worker: the run is orphaned
         deadline = time.monotonic() + 10
         while world.group_pids() and time.monotonic() < deadline:
