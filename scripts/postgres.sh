@@ -8,7 +8,8 @@
 #   scripts/postgres.sh url      print the server's URL (postgresql://memflow@127.0.0.1:PORT)
 #
 # Environment: MEMFLOW_POSTGRES_PORT (default 18350), MEMFLOW_POSTGRES_DATA (the cluster's
-# directory, default .postgres/data-<port>), MEMFLOW_POSTGRES_START_TIMEOUT (seconds, default 60).
+# directory, default .postgres/data-<port>, or /var/tmp/memflow-postgres-<id>/ when the worktree is
+# out of the postgres user's reach), MEMFLOW_POSTGRES_START_TIMEOUT (seconds, default 60).
 #
 # When the server programs are missing and this runs as root with apt-get, it installs Debian's
 # `postgresql` package first (a fresh CI machine). PostgreSQL refuses to run as root, so as root
@@ -23,11 +24,22 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 PORT="${MEMFLOW_POSTGRES_PORT:-18350}"
-STATE="$ROOT/.postgres"
-DATA="${MEMFLOW_POSTGRES_DATA:-$STATE/data-${PORT}}"
-LOG="$STATE/server-${PORT}.log"
 START_TIMEOUT="${MEMFLOW_POSTGRES_START_TIMEOUT:-60}"
 ROLE=memflow
+
+# Where the cluster lives: .postgres/ in the worktree, unless this runs as root in a folder the
+# `postgres` user cannot reach (a clone under /root): then a folder of its own under /var/tmp,
+# named after the worktree, so start, stop and status of one worktree agree.
+resolve_state() {
+  STATE="$ROOT/.postgres"
+  if [[ "$(id -u)" == 0 ]] && getent passwd postgres >/dev/null \
+    && ! runuser -u postgres -- test -x "$ROOT" 2>/dev/null; then
+    STATE="/var/tmp/memflow-postgres-$(printf '%s' "$ROOT" | sha1sum | cut -c1-12)"
+  fi
+  DATA="${MEMFLOW_POSTGRES_DATA:-$STATE/data-${PORT}}"
+  LOG="$STATE/server-${PORT}.log"
+}
+resolve_state
 
 die() { echo "postgres: $*" >&2; exit 1; }
 
@@ -101,6 +113,7 @@ start() {
     return 0
   fi
   install_server
+  resolve_state  # the postgres user exists now
   init_cluster
   local bin
   bin="$(bindir)"
