@@ -10,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: run test test-quick bench bench-quality lint gremlin-start gremlin-stop janusgraph-start \
-	janusgraph-stop milvus-start milvus-stop dev serve sample clean
+	janusgraph-stop milvus-start milvus-stop postgres-start postgres-stop dev serve sample clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,7 +23,8 @@ run: $(STAMP)
 	$(BIN)/memflow run --recall
 
 ## Set up and run the whole test suite with every server it needs: TinkerPop's Gremlin Server
-## (started here), JanusGraph and a Milvus server (started by the tests that use them, shared
+## (started here), JanusGraph, a Milvus server and PostgreSQL for the Dagster daemon tests
+## (started by the tests that use them, shared
 ## by the workers, stopped by the last one; stopped here too in case a worker died). A server
 ## that cannot start fails its tests; none is skipped.
 test: $(STAMP)
@@ -31,7 +32,7 @@ test: $(STAMP)
 	bash scripts/gremlin-server.sh start
 	status=0; $(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS) || status=$$?; \
 	bash scripts/gremlin-server.sh stop; bash scripts/gremlin-server.sh janusgraph stop; \
-	$(BIN)/python -m tests.support.milvus_server stop; exit $$status
+	$(BIN)/python -m tests.support.milvus_server stop; bash scripts/postgres.sh stop; exit $$status
 
 ## The same without the tests that need JanusGraph or the Milvus server (marker `server`; the
 ## TinkerGraph and Milvus Lite backends still run): for development. CI runs `make test`.
@@ -85,6 +86,14 @@ milvus-start: $(STAMP)
 milvus-stop: $(STAMP)
 	$(BIN)/python -m tests.support.milvus_server stop
 
-## Also drops the test servers' data (JanusGraph's and Milvus's), keeping their binaries.
+## PostgreSQL (Debian's, initialised under .postgres/data-<port>) on MEMFLOW_POSTGRES_PORT (18350).
+postgres-start:
+	bash scripts/postgres.sh start
+
+postgres-stop:
+	bash scripts/postgres.sh stop
+
+## Also drops the test servers' data (JanusGraph's, Milvus's, PostgreSQL's), keeping binaries.
 clean:
-	rm -rf .memflow .pytest_cache .ruff_cache .janusgraph/data-* .milvus-server/data-*
+	bash scripts/postgres.sh stop >/dev/null
+	rm -rf .memflow .pytest_cache .ruff_cache .janusgraph/data-* .milvus-server/data-* .postgres

@@ -107,6 +107,9 @@ class ExtractConfig(Config):
         )
     ],
     retry_policy=IO_RETRY,
+    # Calls the model server: the instance bounds how many extraction steps run at once
+    # across every run (deploy/dagster.yaml, concurrency.pools).
+    pool="extraction",
     group_name="ingest",
     compute_kind="model",
 )

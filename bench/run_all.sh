@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make bench`: every benchmark; each writes bench/results/<name>.json and prints a table.
-# The Gremlin Server is started by the Makefile around this script.
+# The Gremlin Server is started by the Makefile around this script; bench_daemon.py starts
+# PostgreSQL itself (scripts/postgres.sh) when it is not running.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -16,4 +17,7 @@ run $PY bench/bench_quality.py
 run $PY bench/bench_freshness.py
 run $PY bench/bench_hooks.py
 run $PY bench/bench_import.py
+run $PY bench/bench_ingest_scale.py
+# Starts (and stops) the PostgreSQL of scripts/postgres.sh if none answers.
+run $PY bench/bench_daemon.py
 exit $status

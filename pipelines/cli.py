@@ -277,6 +277,22 @@ def cmd_keys_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    cfg = _settings(args)
+    from pipelines.migrate import migrate
+    from pipelines.runner import instance_for, quiet_dagster
+
+    quiet_dagster()
+    with instance_for(cfg["MEMFLOW_DATA_DIR"]) as instance:
+        report = migrate(
+            cfg["MEMFLOW_DATA_DIR"],
+            extraction_identity=args.extraction_identity,
+            instance=instance,
+        )
+    print("\n".join(report.lines()))
+    return 0
+
+
 def cmd_stop(args: argparse.Namespace) -> int:
     cfg = _settings(args)
     from resources.vector.lite_server import stop_lite_server
@@ -370,6 +386,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("mcp", help="the MCP server (stdio; --http for streamable HTTP); see --help")
     sub.add_parser("hook", help="agent session hooks (session-start, pre-compact, session-end)")
+
+    p = sub.add_parser(
+        "migrate",
+        help="migrate a data directory and Dagster instance of the tenant x day design",
+    )
+    _common(p)
+    p.add_argument(
+        "--extraction-identity",
+        help="the extractor the old runs used (default: the instance's last extraction_model "
+        "observation, else the configured extractor)",
+    )
+    p.set_defaults(func=cmd_migrate)
 
     p = sub.add_parser("stop", help="stop the Milvus Lite server memflow supervises")
     _common(p)

@@ -32,12 +32,14 @@ from pipelines.batches import (
     RANGE_START_TAG,
     SOURCE_TAG,
     batch_ranges,
-    range_tags,
+    run_tags,
     split_range,
 )
 from pipelines.jobs import ingest_job, survey_job
 from resources.configurable import Storage
 
+# Dagster sets it on a failed run that the instance's run_retries will re-execute.
+WILL_RETRY_TAG = "dagster/will_retry"
 PROBLEMS_KEY = "\x00problems"  # cursor entry: a digest of the landing zone's problems
 
 
@@ -107,7 +109,7 @@ def landing_sensor(context: SensorEvaluationContext, storage: Storage):
         RunRequest(
             run_key=_run_key(first, last, changed, ordered),
             job_name=ingest_job.name,
-            tags={**range_tags(first, last), SOURCE_TAG: "landing_sensor"},
+            tags={**run_tags(ordered, first, last), SOURCE_TAG: "landing_sensor"},
         )
         for first, last in batch_ranges(ordered, changed)
     ]
@@ -140,6 +142,10 @@ def split_failed_batches(context: RunFailureSensorContext):
     first, last = run.tags.get(RANGE_START_TAG), run.tags.get(RANGE_END_TAG)
     if run.status != DagsterRunStatus.FAILURE or not first or not last or first == last:
         return
+    # A run that failed for a reason other than a step (its worker crashed, it timed out) is
+    # retried whole by the instance's run_retries, which says so in this tag: no halves then.
+    if run.tags.get(WILL_RETRY_TAG) == "true":
+        return
     ordered = context.instance.get_dynamic_partitions(TENANTS)
     if first not in ordered or last not in ordered:
         return
@@ -147,7 +153,7 @@ def split_failed_batches(context: RunFailureSensorContext):
         yield RunRequest(
             run_key=f"split:{run.run_id}:{a}..{b}",
             tags={
-                **range_tags(a, b),
+                **run_tags(ordered, a, b),
                 SOURCE_TAG: "split_failed_batches",
                 "memflow/parent": run.run_id,
             },

@@ -1,0 +1,435 @@
+"""Ingestion at scale: `memflow run` against memflow's own functions, and the cost of a new day.
+
+    python bench/bench_ingest_scale.py                  # both parts
+    python bench/bench_ingest_scale.py --part batch     # (a) only
+    python bench/bench_ingest_scale.py --part newday    # (b) only
+
+(a) **batch**: a landing zone of 40 tenants x 10 days x 40 turns (16,000 turns; a quarter are
+agents' tool calls saving 2 triples each, the rest text turns that wait for an extractor, since
+the extractor is `none`). Side by side, in one process tree each, alternating:
+`memflow run` (every asset under Dagster, recorded in a Dagster instance) and `direct`, the same
+work through memflow's own functions with no Dagster: `ingest_turns` -> `extract_tenant` ->
+`build_facts` -> (embeddings: none) -> `sync_graph` (SQLite), writing the same tables. Reported:
+wall and CPU seconds, turns/s, peak RSS of the process (wait4), runs launched. Target: wall
+ratio <= 1.5 with <= 50 runs.
+
+(b) **newday**: one tenant with 60 days of history against one with 5 (40 turns a day, each
+already ingested by `memflow run`); then a new day lands for both and `memflow run --tenant`
+runs, alternating, three rounds. Reported: the run's own seconds (what `memflow run` reports,
+imports excluded) and the command's wall time. Target: 60-day / 5-day <= 1.2.
+
+Both use embedder `none` and the SQLite graph, every setting explicit (the repository's .env
+does not leak in). Results: bench/results/ingest_scale.json and a table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+RESULTS = ROOT / "bench" / "results" / "ingest_scale.json"
+BIN = Path(sys.executable).parent
+START = datetime(2026, 6, 1, 9, 0, tzinfo=UTC)
+TARGET_RATIO = 1.5
+TARGET_RUNS = 50
+TARGET_NEWDAY = 1.2
+
+
+# ---------------------------------------------------------------------------- landing zones
+
+
+def day_lines(org: str, repo: str, day: int, turns: int = 40) -> list[dict[str, Any]]:
+    """A day of one tenant: `turns` turns, every 4th a tool call saving 2 triples."""
+    ts0 = START + timedelta(days=day)
+    out = []
+    for i in range(turns):
+        ts = (ts0 + timedelta(minutes=i)).isoformat()
+        sid = f"d{day:03d}-s{i // 10}"
+        base = {
+            "org": org,
+            "repo": repo,
+            "session_id": sid,
+            "turn_id": str(i),
+            "ts": ts,
+            "client": "claude-code",
+        }
+        if i % 4 == 3:
+            k = day * 40 + i
+            triples = [
+                {"subject": f"svc-{k % 97}", "predicate": "DEPENDS_ON", "object": f"lib-{k % 53}"},
+                {"subject": f"svc-{k % 97}", "predicate": "OWNED_BY", "object": f"team-{k % 7}"},
+            ]
+            out.append(
+                {
+                    **base,
+                    "role": "tool",
+                    "content": "",
+                    "tool_name": "upsert_graph_triples",
+                    "tool_input": {"triples": triples},
+                }
+            )
+        else:
+            role = "user" if i % 2 == 0 else "assistant"
+            text = f"Day {day}, step {i}: svc-{i} calls lib-{day % 11} before deploying to stage."
+            out.append({**base, "role": role, "content": text})
+    return out
+
+
+def write_day(landing: Path, tenant: str, day: int, turns: int = 40) -> None:
+    org, repo = tenant.split("/")
+    folder = landing / org / repo
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".day-{day:03d}.jsonl.tmp"
+    with tmp.open("w") as fh:
+        for line in day_lines(org, repo, day, turns):
+            fh.write(json.dumps(line) + "\n")
+    tmp.rename(folder / f"day-{day:03d}.jsonl")
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+def env_for(landing: Path, data: Path) -> dict[str, str]:
+    from resources.settings import DEFAULTS
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFLOW_", "DAGSTER_"))}
+    # Python as deployed: modules load from their cached bytecode (a sandbox that sets this
+    # recompiles every module in every process, which costs `memflow run` seconds of imports).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.update(DEFAULTS)
+    env.update(
+        {
+            "MEMFLOW_LANDING_DIR": str(landing),
+            "MEMFLOW_DATA_DIR": str(data),
+            "MEMFLOW_EXTRACTOR": "none",
+            "MEMFLOW_EMBEDDER": "none",
+            "MEMFLOW_GRAPH_BACKEND": "sqlite",
+            "PYTHONPATH": str(ROOT),
+        }
+    )
+    return env
+
+
+def measured(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    """Wall and CPU seconds and peak RSS (MiB) of one process tree (wait4 of the child)."""
+    out_path = cwd / f"out-{time.monotonic_ns()}.txt"
+    with out_path.open("w") as out:
+        started = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    text = out_path.read_text()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{text[-3000:]}")
+    return {
+        "wall_s": round(wall, 2),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        "output": text,
+    }
+
+
+def memflow_run(landing: Path, data: Path, cwd: Path, *tenants: str) -> dict[str, Any]:
+    cmd = [str(BIN / "memflow"), "run", "--landing", str(landing), "--data", str(data)]
+    for t in tenants:
+        cmd += ["--tenant", t]
+    got = measured(cmd, env_for(landing, data), cwd)
+    m = re.search(r"memflow run: (\d+) tenant\(s\), (\d+) run\(s\), ([\d.]+) s", got["output"])
+    if not m:
+        raise RuntimeError(f"no summary line in memflow run's output:\n{got['output'][-2000:]}")
+    got.update(tenants=int(m.group(1)), runs=int(m.group(2)), run_s=float(m.group(3)))
+    return got
+
+
+def direct(landing: Path, data: Path, cwd: Path) -> dict[str, Any]:
+    got = measured(
+        [sys.executable, str(Path(__file__).resolve()), "--direct", str(landing), str(data)],
+        env_for(landing, data),
+        cwd,
+    )
+    m = re.search(r"direct: (\d+) tenants, ([\d.]+) s", got["output"])
+    if not m:
+        raise RuntimeError(f"no summary line in the direct run's output:\n{got['output'][-2000:]}")
+    got.update(tenants=int(m.group(1)), runs=0, run_s=float(m.group(2)))
+    stages = re.search(r"^stages: (.*)$", got["output"], re.MULTILINE)
+    if stages:
+        got["stages"] = json.loads(stages.group(1))
+    return got
+
+
+def direct_main(landing: Path, data: Path) -> int:
+    """The whole pipeline through memflow's functions, no Dagster (runs in a child process)."""
+    started = time.perf_counter()
+    import polars as pl
+
+    from memflow import landing as landing_mod
+    from memflow.extract import ExtractionTables, extract_tenant
+    from memflow.facts import build_facts
+    from memflow.turns import TurnTables, ingest_turns
+    from resources.configurable import Storage
+    from resources.graph.sqlite import SqliteGraphStore
+    from resources.graph.sync import sync_graph
+    from resources.tables import TableStore
+    from schemas.tables import QUARANTINE, TABLES, Asset, conform
+
+    storage = Storage(landing_dir=str(landing), data_dir=str(data))
+    window = storage.window()
+    tables = TableStore(data)
+    found = landing_mod.discover(landing)
+    now = datetime.now(UTC)
+    graph = SqliteGraphStore(data / "graph.sqlite")
+
+    stages = {"turns": 0.0, "extract": 0.0, "facts": 0.0, "sink": 0.0, "write": 0.0}
+    units = {"turns": 0, "triples": 0, "facts": 0, "entities": 0, "sink_rows": 0}
+
+    def write(df: pl.DataFrame, asset: str, scope) -> None:
+        t = time.perf_counter()
+        tables.write_table(conform(df, TABLES[asset]), asset, scope)
+        stages["write"] += time.perf_counter() - t
+
+    try:
+        for scope, files in found.items():
+            t = time.perf_counter()
+            turns = ingest_turns(landing, scope, files, TurnTables.empty(), now, window).tables
+            stages["turns"] += time.perf_counter() - t
+            units["turns"] += turns.turns.height
+            write(turns.turns, Asset.RAW_TURNS, scope)
+            write(turns.rejects, Asset.TURN_REJECTS, scope)
+            write(turns.files, Asset.LANDING_FILES, scope)
+            t = time.perf_counter()
+            done = extract_tenant(
+                scope, turns.turns, ExtractionTables.of(None, None, None), None, "none"
+            )
+            stages["extract"] += time.perf_counter() - t
+            ex = done.tables
+            units["triples"] += ex.triples.height
+            write(ex.triples, Asset.EXTRACTED_TRIPLES, scope)
+            write(ex.rejects, Asset.EXTRACTION_REJECTS, scope)
+            write(ex.log, Asset.EXTRACTION_LOG, scope)
+            t = time.perf_counter()
+            built = build_facts(scope, ex.triples, None, None)
+            stages["facts"] += time.perf_counter() - t
+            units["facts"] += built.facts.height
+            units["entities"] += built.entities.height
+            write(built.facts, Asset.VALIDATED_FACTS, scope)
+            write(built.entities, Asset.ENTITIES, scope)
+            write(
+                pl.concat(
+                    [
+                        conform(turns.rejects, QUARANTINE),
+                        conform(ex.rejects, QUARANTINE),
+                        built.rejects,
+                    ]
+                ),
+                Asset.QUARANTINE,
+                scope,
+            )
+            write(built.merges, Asset.FACT_MERGES, scope)
+            t = time.perf_counter()
+            report = sync_graph(graph, scope, built.entities, built.facts)
+            stages["sink"] += time.perf_counter() - t
+            units["sink_rows"] += report.entities_written + report.facts_written
+    finally:
+        graph.close()
+    print("stages: " + json.dumps({"seconds": stages, "units": units}))
+    print(f"direct: {len(found)} tenants, {time.perf_counter() - started:.2f} s")
+    return 0
+
+
+def counts(data: Path) -> dict[str, int]:
+    """Rows per table over every tenant (the two runs must agree)."""
+    from resources.tables import TableStore
+    from schemas.tables import Asset
+
+    store = TableStore(data)
+    out = {}
+    for asset in (Asset.RAW_TURNS, Asset.EXTRACTED_TRIPLES, Asset.VALIDATED_FACTS, Asset.ENTITIES):
+        total = 0
+        for scope in store.scopes(asset):
+            df = store.read_table(asset, scope)
+            total += 0 if df is None else df.height
+        out[asset] = total
+    return out
+
+
+# ---------------------------------------------------------------------------- the parts
+
+
+def warm_up(work: Path) -> None:
+    """One small run of each kind first: bytecode cached, files in the page cache."""
+    landing = work / "landing-warm"
+    write_day(landing, "warm/up", 0, turns=8)
+    for kind in (direct, memflow_run):
+        data = work / "data-warm"
+        kind(landing, data, work)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def part_batch(work: Path, tenants: int, days: int, rounds: int) -> dict[str, Any]:
+    landing = work / "landing-batch"
+    names = [f"org{t // 10:02d}/repo{t:03d}" for t in range(tenants)]
+    for name in names:
+        for d in range(days):
+            write_day(landing, name, d)
+    total_turns = tenants * days * 40
+    results: dict[str, list[dict[str, Any]]] = {"direct": [], "memflow_run": []}
+    for r in range(rounds):
+        order = ("direct", "memflow_run") if r % 2 == 0 else ("memflow_run", "direct")
+        for kind in order:
+            data = work / f"data-{kind}-{r}"
+            shutil.rmtree(data, ignore_errors=True)
+            got = (
+                direct(landing, data, work)
+                if kind == "direct"
+                else memflow_run(landing, data, work)
+            )
+            got["rows"] = counts(data)
+            got.pop("output")
+            got["turns_per_s"] = round(total_turns / got["wall_s"], 1)
+            results[kind].append(got)
+            print(f"  {kind:12} round {r}: {got['wall_s']:.1f} s wall, {got['cpu_s']:.1f} s CPU, "
+                  f"{got['peak_rss_mib']:.0f} MiB, {got['runs']} runs", flush=True)  # fmt: skip
+            shutil.rmtree(data, ignore_errors=True)
+    best = {k: min(v, key=lambda g: g["wall_s"]) for k, v in results.items()}
+    ratio = best["memflow_run"]["wall_s"] / best["direct"]["wall_s"]
+    cpu_ratio = best["memflow_run"]["cpu_s"] / best["direct"]["cpu_s"]
+    pair_ratios = [
+        round(m["wall_s"] / d["wall_s"], 3)
+        for m, d in zip(results["memflow_run"], results["direct"], strict=True)
+    ]
+    same = all(g["rows"] == results["direct"][0]["rows"] for v in results.values() for g in v)
+    return {
+        "tenants": tenants,
+        "days": days,
+        "turns": total_turns,
+        "rounds": results,
+        "best": best,
+        "wall_ratio": round(ratio, 3),
+        "cpu_ratio": round(cpu_ratio, 3),
+        "pair_wall_ratios": pair_ratios,
+        "same_rows": same,
+        "runs": best["memflow_run"]["runs"],
+        "target_met": ratio <= TARGET_RATIO and best["memflow_run"]["runs"] <= TARGET_RUNS and same,
+    }
+
+
+def part_newday(work: Path, rounds: int) -> dict[str, Any]:
+    setups = {"history_60": ("acme/long", 60), "history_5": ("acme/short", 5)}
+    for label, (tenant, days) in setups.items():
+        landing, data = work / f"landing-{label}", work / f"data-{label}"
+        shutil.rmtree(landing, ignore_errors=True)
+        shutil.rmtree(data, ignore_errors=True)
+        for d in range(days):
+            write_day(landing, tenant, d)
+        memflow_run(landing, data, work)  # the history, ingested
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in setups}
+    for r in range(rounds):
+        order = list(setups) if r % 2 == 0 else list(reversed(setups))
+        for label in order:
+            tenant, days = setups[label]
+            landing, data = work / f"landing-{label}", work / f"data-{label}"
+            write_day(landing, tenant, days + r)  # a new day
+            got = memflow_run(landing, data, work, tenant)
+            got.pop("output")
+            runs[label].append(got)
+            print(f"  {label:10} new day {r}: run {got['run_s']:.2f} s, command "
+                  f"{got['wall_s']:.1f} s", flush=True)  # fmt: skip
+    med = {k: statistics.median(g["run_s"] for g in v) for k, v in runs.items()}
+    med_wall = {k: statistics.median(g["wall_s"] for g in v) for k, v in runs.items()}
+    med_cpu = {k: statistics.median(g["cpu_s"] for g in v) for k, v in runs.items()}
+    ratio = med["history_60"] / med["history_5"]
+    return {
+        "rounds": runs,
+        "median_run_s": med,
+        "median_command_s": med_wall,
+        "run_ratio": round(ratio, 3),
+        "command_ratio": round(med_wall["history_60"] / med_wall["history_5"], 3),
+        "median_command_cpu_s": med_cpu,
+        "command_cpu_ratio": round(med_cpu["history_60"] / med_cpu["history_5"], 3),
+        "target_met": ratio <= TARGET_NEWDAY,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", choices=("all", "batch", "newday"), default="all")
+    parser.add_argument("--tenants", type=int, default=40)
+    parser.add_argument("--days", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=1, help="pairs of (a)")
+    parser.add_argument("--newday-rounds", type=int, default=3)
+    parser.add_argument("--direct", nargs=2, metavar=("LANDING", "DATA"), help=argparse.SUPPRESS)
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args(argv)
+    if args.direct:
+        return direct_main(Path(args.direct[0]), Path(args.direct[1]))
+
+    work = Path(tempfile.mkdtemp(prefix="memflow-bench-scale-"))
+    result: dict[str, Any] = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_at_start": os.getloadavg(),
+        },
+    }
+    if RESULTS.exists():  # keep the other part's last figures when running one part
+        try:
+            previous = json.loads(RESULTS.read_text())
+            result.update({k: previous[k] for k in ("batch", "newday") if k in previous})
+        except ValueError:
+            pass
+    try:
+        warm_up(work)
+        if args.part in ("all", "batch"):
+            print(f"(a) {args.tenants} tenants x {args.days} days x 40 turns", flush=True)
+            result["batch"] = part_batch(work, args.tenants, args.days, args.rounds)
+        if args.part in ("all", "newday"):
+            print("(b) a new day: 60 days of history vs 5", flush=True)
+            result["newday"] = part_newday(work, args.newday_rounds)
+    finally:
+        result["machine"]["load_avg_at_end"] = os.getloadavg()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    ok = True
+    if "batch" in result and args.part in ("all", "batch"):
+        b = result["batch"]
+        print(
+            f"(a) memflow run / direct: wall {b['wall_ratio']}x, CPU {b['cpu_ratio']}x, "
+            f"{b['runs']} runs; turns/s {b['best']['memflow_run']['turns_per_s']} vs "
+            f"{b['best']['direct']['turns_per_s']}; peak RSS "
+            f"{b['best']['memflow_run']['peak_rss_mib']} vs {b['best']['direct']['peak_rss_mib']} "
+            f"MiB; same rows: {b['same_rows']}; target met: {b['target_met']}"
+        )
+        ok &= b["target_met"]
+    if "newday" in result and args.part in ("all", "newday"):
+        n = result["newday"]
+        print(
+            f"(b) new day, 60 days / 5 days of history: run {n['run_ratio']}x "
+            f"({n['median_run_s']}), command {n['command_ratio']}x, command CPU "
+            f"{n['command_cpu_ratio']}x; target met: {n['target_met']}"
+        )
+        ok &= n["target_met"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

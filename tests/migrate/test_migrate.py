@@ -1,0 +1,164 @@
+"""`memflow migrate` on a data directory the OLD code wrote (commit 6ba3651, tenant x day
+partitions), then the new code's `memflow run`: the same facts, nothing extracted again,
+nothing doubled.
+
+The old data directory is made at test time: `git archive 6ba3651` into a temp folder and its
+own `memflow run` (this venv, PYTHONPATH on the old tree) on its bundled sample landing zone,
+with the test's command extractor logging every call.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from resources.graph.sqlite import SqliteGraphStore
+from resources.tables import TableStore
+from schemas.scope import Scope
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+OLD_COMMIT = "6ba3651"
+BIN = Path(sys.executable).parent
+KEYS = {
+    "validated_facts": "fact_id",
+    "entities": "entity_id",
+    "extracted_triples": "triple_id",
+    "raw_turns": "turn_key",
+    "quarantine": "reject_id",
+    "turn_rejects": "reject_id",
+    "extraction_rejects": "reject_id",
+}
+
+
+def _env(extract_log: Path, **extra: str) -> dict[str, str]:
+    from resources.settings import DEFAULTS
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFLOW_", "DAGSTER_"))}
+    env.update(DEFAULTS)
+    command = f"{sys.executable} {ROOT}/tests/support/extractor_cmd.py --log {extract_log}"
+    env.update(
+        {
+            "MEMFLOW_EXTRACTOR": "command",
+            "MEMFLOW_EXTRACTION_COMMAND": command,
+            "MEMFLOW_EMBEDDER": "none",
+            "MEMFLOW_GRAPH_BACKEND": "sqlite",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+def _run(cmd: list[str], env: dict[str, str], cwd: Path) -> str:
+    done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{cmd} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def _calls(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+@pytest.fixture(scope="module")
+def old_world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A data directory and instance written by the old code, and its landing zone."""
+    base = tmp_path_factory.mktemp("old-design")
+    tree = base / "tree"
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", OLD_COMMIT], capture_output=True, timeout=120
+    )
+    assert archive.returncode == 0, (
+        f"git archive {OLD_COMMIT} failed (the old design's commit must be in the history): "
+        f"{archive.stderr.decode(errors='replace')}"
+    )
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    data, log = base / "data", base / "old-extractor.log"
+    env = _env(log, PYTHONPATH=str(tree))
+    script = "import sys; from pipelines.cli import main; sys.exit(main(sys.argv[1:]))"
+    out = _run(
+        [sys.executable, "-c", script, "run", "--landing", str(tree / "landing-sample"),
+         "--data", str(data)],
+        env,
+        tree,
+    )  # fmt: skip
+    assert "ingest run(s)" in out  # the old design's summary line
+    assert _calls(log) > 0  # the old runs extracted text turns
+    old_days = TableStore(data).root / "turn_rejects" / "acme" / "payments-api"
+    assert list(old_days.glob("*.parquet")), "the old design stores rejects per day"
+    return {"tree": tree, "data": data, "landing": tree / "landing-sample"}
+
+
+def _table(data: Path, asset: str, tenant: str) -> pl.DataFrame:
+    """A tenant's table in either layout (the old one kept rejects per day)."""
+    store, scope = TableStore(data), Scope.parse(tenant)
+    df = store.read_table(asset, scope)
+    if df is None:
+        df = store.read_days(asset, scope)
+    assert df is not None, (asset, tenant)
+    return df
+
+
+def test_migrate_then_run_keeps_the_facts_and_extracts_nothing_again(
+    old_world: dict[str, Path], tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(old_world["data"], data)
+    log = tmp_path / "new-extractor.log"
+    env = _env(log)
+    memflow = str(BIN / "memflow")
+
+    out = _run([memflow, "migrate", "--data", str(data)], env, tmp_path)
+    assert "command:python extractor_cmd.py" in out  # the identity the old instance observed
+    store = TableStore(data)
+    tenants = [s.key for s in store.scopes("validated_facts")]
+    assert len(tenants) == 4
+    for tenant in tenants:
+        scope = Scope.parse(tenant)
+        for asset in ("turn_rejects", "extraction_rejects"):
+            assert store.path(asset, scope).exists()  # one table per tenant now
+            assert not (store.root / asset / scope.tenant_id / scope.ns).exists()
+        log_table = _table(data, "extraction_log", tenant)
+        assert log_table["turn_key"].is_unique().all()
+        assert log_table.height == _table(data, "raw_turns", tenant).height
+
+    again = _run([memflow, "migrate", "--data", str(data)], env, tmp_path)
+    assert "nothing changed" in again  # idempotent
+
+    _run(
+        [memflow, "run", "--landing", str(old_world["landing"]), "--data", str(data)],
+        env,
+        tmp_path,
+    )
+    assert _calls(log) == 0, "the new code extracted turns the old one had extracted"
+
+    old = old_world["data"]
+    for tenant in tenants:
+        for asset, key in KEYS.items():
+            before, after = _table(old, asset, tenant), _table(data, asset, tenant)
+            assert after[key].is_unique().all(), (tenant, asset)  # nothing doubled
+            assert sorted(after[key].to_list()) == sorted(before[key].to_list()), (tenant, asset)
+        facts_before = _table(old, "validated_facts", tenant).sort("fact_id")
+        facts_after = _table(data, "validated_facts", tenant).sort("fact_id")
+        columns = [c for c in facts_before.columns if c in facts_after.columns]
+        assert facts_after.select(columns).equals(facts_before.select(columns)), tenant
+        graph_before = SqliteGraphStore(old / "graph.sqlite")
+        graph_after = SqliteGraphStore(data / "graph.sqlite")
+        try:
+            assert graph_after.counts(Scope.parse(tenant)) == graph_before.counts(
+                Scope.parse(tenant)
+            )
+        finally:
+            graph_before.close()
+            graph_after.close()
+        # The first run rebuilt the landing index by reading every file once.
+        files = _table(data, "landing_files", tenant)
+        assert files.height > 0
+        assert (files["records"] == files["turns"] + files["rejects"]).all()
