@@ -64,9 +64,8 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import polars as pl
 from detect_secrets.filters.heuristic import is_templated_secret
 from detect_secrets.plugins import keyword
 from detect_secrets.plugins.aws import AWSKeyDetector
@@ -89,6 +88,9 @@ from detect_secrets.plugins.square_oauth import SquareOAuthDetector
 from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+if TYPE_CHECKING:  # polars loads only where a Series is redacted (agent hooks stay light)
+    import polars as pl
 
 __all__ = [
     "PLACEHOLDER",
@@ -270,6 +272,8 @@ def fingerprint(plugin: type[RegexBasedDetector]) -> str:
 
 
 def _rust_compiles(pattern: str) -> bool:
+    import polars as pl
+
     try:
         pl.Series([""], dtype=pl.String).str.contains(pattern)
     except pl.exceptions.ComputeError:
@@ -1530,6 +1534,8 @@ def redact_id(value: str) -> str:
 
 
 def _check_dtype(s: pl.Series) -> None:
+    import polars as pl
+
     if s.dtype not in (pl.String, pl.Null):
         raise TypeError(f"redaction needs a String column, got {s.dtype} for {s.name!r}")
 
@@ -1542,6 +1548,8 @@ def _candidates(s: pl.Series) -> list[str]:
 
 def _dirty(s: pl.Series) -> dict[str, tuple[str, int]]:
     """Each distinct value holding a secret: its redacted form and how many secrets it held."""
+    import polars as pl
+
     if s.dtype == pl.Null:
         return {}
     out: dict[str, tuple[str, int]] = {}
@@ -1561,6 +1569,8 @@ def redact_series(s: pl.Series) -> pl.Series:
 
 def redact_series_with_count(s: pl.Series) -> tuple[pl.Series, pl.Series]:
     """`redact_series` and an Int32 column of the secrets removed per row (0 for nulls)."""
+    import polars as pl
+
     _check_dtype(s)
     dirty = _dirty(s)
     if not dirty:
@@ -1573,6 +1583,8 @@ def redact_series_with_count(s: pl.Series) -> tuple[pl.Series, pl.Series]:
 
 def secret_mask(s: pl.Series) -> pl.Series:
     """True where a value holds a secret (null: False). A contract check's fast path."""
+    import polars as pl
+
     _check_dtype(s)
     dirty = _dirty(s)
     if not dirty:

@@ -16,10 +16,11 @@ Rules, first match wins:
 3. ``MEMFLOW_DEFAULT_ORG`` (default ``local``) and the name of the repository's top directory
    (or of the working directory when it is in no repository).
 
-Names are then made valid `schemas.scope.Scope` parts: characters outside ``[A-Za-z0-9._-]``
+Names are then made valid `schemas.scope.Scope` parts: a secret in a name is redacted first (a
+token in a directory or a remote path never names a tenant), characters outside ``[A-Za-z0-9._-]``
 become ``-``, a leading ``.``/``_``/``-`` is dropped, ``..`` becomes ``.``, at most 100 characters,
 ``unknown`` when nothing is left. Settings are read when `TenantMapper.from_env` is called, never
-at import. Standard library only (a hook imports this on its fast path).
+at import. Standard library and `schemas` only (a hook imports this on its fast path).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
+from schemas.redaction import redact
 from schemas.scope import Scope, ScopeError
 
 MAP_SETTING = "MEMFLOW_TENANT_MAP"
@@ -46,7 +48,7 @@ _MAX_CONFIG_BYTES = 1 << 20
 
 def sanitize_part(text: str | None) -> str:
     """A valid Scope part made from any text (see the module docstring)."""
-    value = _BAD.sub("-", text or "")
+    value = _BAD.sub("-", redact(text) or "")
     while ".." in value:
         value = value.replace("..", ".")
     value = value.lstrip("._-")[:MAX_PART].rstrip(".")

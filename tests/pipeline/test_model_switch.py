@@ -131,8 +131,10 @@ def test_a_model_switched_in_the_settings_file_is_observed_and_re_embedded(
         assert set(stale(instance).values()) == {StaleStatus.FRESH}
         for tenant in TENANTS:
             held = cfg.open_vectors().models(Scope.parse(tenant))
-            assert set(held) == {"hash-a", "hash-b"}  # kept per model, never mixed
+            # kept per model, never mixed: entity-name vectors and fact vectors of each
+            assert set(held) == {"hash-a", "hash-b", "facts:hash-a", "facts:hash-b"}
             assert held["hash-b"][1] == held["hash-a"][1] > 0
+            assert held["facts:hash-b"][1] == held["facts:hash-a"][1] > 0
 
         answer = built.service.recall(Scope("acme", "api"), "which database does the api use?")
         assert answer.embedding_model == "hash-b"
