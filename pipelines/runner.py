@@ -10,6 +10,7 @@ the asset, a one-line reason and the run that holds the full error.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -24,6 +25,7 @@ from assets.partitions import TENANTS
 from memflow import landing
 from pipelines import location
 from pipelines.batches import MAX_TENANTS, SOURCE_TAG, batch_ranges, run_tags, split_range
+from pipelines.event_log import INSTANCE_YAML
 from resources.tables import TableStore
 from schemas.scope import Scope
 from schemas.tables import Asset
@@ -68,8 +70,10 @@ def instance_for(data_dir: str) -> DagsterInstance:
     Path(home).mkdir(parents=True, exist_ok=True)
     config = Path(home, "dagster.yaml")
     if not config.exists():
-        # Local by design: no telemetry, and no first-run banner in the CLI's output.
-        config.write_text("telemetry:\n  enabled: false\n")
+        # Local by design: no telemetry, and no first-run banner in the CLI's output; events in
+        # the SQLite event log with kept connections (pipelines/event_log.py).
+        base = Path(home, "history", "runs").resolve()
+        config.write_text(INSTANCE_YAML.format(base_dir=json.dumps(str(base))))
     os.environ["DAGSTER_HOME"] = home
     return DagsterInstance.get()
 

@@ -23,7 +23,7 @@ def _read(tables: TableStore, asset: str, scope: Scope) -> pl.DataFrame:
 
 
 def table_rows(tables: TableStore, scope: Scope) -> dict[str, int]:
-    return {asset: _read(tables, asset, scope).height for asset in TABLES}
+    return {asset: tables.count_rows(asset, scope) for asset in TABLES}
 
 
 def tenant_summary(tables: TableStore, scope: Scope) -> dict[str, Any]:

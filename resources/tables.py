@@ -301,6 +301,15 @@ class TableStore:
         """A tenant's table, per-day or not; None if it was never written."""
         return self.read_days(asset, scope) if asset in PER_DAY else self.read(asset, scope)
 
+    def count_rows(self, asset: str, scope: Scope) -> int:
+        """Rows of a tenant's table from the Parquet footers alone (0 if never written)."""
+        if asset in PER_DAY:
+            paths = [self.path(asset, scope, d) for d in self.days(asset, scope)]
+        else:
+            path = self.path(asset, scope)
+            paths = [path] if path.exists() else []
+        return sum(pl.scan_parquet(p).select(pl.len()).collect().item() for p in paths)
+
     def write_table(self, df: pl.DataFrame, asset: str, scope: Scope) -> dict[str, int]:
         """Store a tenant's whole table. Per-day tables: write the days whose content changed,
         delete the days that have no row any more. Returns {"written": files, "kept": files}."""

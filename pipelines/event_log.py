@@ -1,0 +1,113 @@
+"""The event log of the local (SQLite) Dagster instance `memflow run` and `make dev` share.
+
+Dagster's `SqliteEventLogStorage` builds a new SQLAlchemy engine for every statement it writes:
+each event opens the file, recompiles its INSERT, commits with a full fsync and closes the
+connection, and closing the last connection of a WAL database checkpoints it (another fsync).
+A run over 40 tenants writes ~700 events (one materialization per asset and tenant), and in a
+profile of `memflow run` those connects, compiles, commits and closes were about a third of the
+run (bench/bench_ingest_scale.py, BENCHMARKS.md "Ingestion at scale").
+
+`LocalSqliteEventLogStorage` is the same storage with two changes:
+
+- one engine per shard (the index and the most recent runs' shards), kept open, so statements
+  compile once and connections are pooled;
+- `PRAGMA synchronous=NORMAL` on its connections. In WAL mode that is still crash-safe for
+  the database (a power cut can lose the last transactions, never corrupt the file); a lost
+  event of a run that was running is what run monitoring and re-execution already handle.
+
+It is for the embedded instance only; production uses PostgreSQL (deploy/dagster.yaml).
+Depends on `SqliteEventLogStorage._connect` and `_initdb` (dagster pinned at 1.13).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
+    INDEX_SHARD_NAME,
+    SqliteEventLogStorage,
+)
+from dagster._core.storage.sqlite import create_db_conn_string
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Connection, Engine
+
+SQLITE_BUSY_TIMEOUT_S = 30
+# The index shard plus this many run shards keep an open engine; older ones are disposed.
+RUN_SHARDS_KEPT = 8
+
+INSTANCE_YAML = """\
+# Written by memflow (pipelines/runner.py). Local by design: no telemetry.
+telemetry:
+  enabled: false
+event_log_storage:
+  module: pipelines.event_log
+  class: LocalSqliteEventLogStorage
+  config:
+    base_dir: {base_dir}
+"""
+
+
+def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+class LocalSqliteEventLogStorage(SqliteEventLogStorage):
+    """SQLite event log with a kept engine per shard and synchronous=NORMAL (see module)."""
+
+    def __init__(self, base_dir: str, inst_data: Any = None) -> None:
+        self._engines: OrderedDict[str, Engine] = OrderedDict()
+        self._engines_lock = threading.Lock()
+        super().__init__(base_dir, inst_data=inst_data)
+
+    @classmethod
+    def from_config_value(  # type: ignore[override]
+        cls, inst_data: Any, config_value: Any
+    ) -> LocalSqliteEventLogStorage:
+        return cls(inst_data=inst_data, **config_value)
+
+    def _engine(self, shard: str) -> Engine:
+        with self._engines_lock:
+            engine = self._engines.get(shard)
+            if engine is not None:
+                self._engines.move_to_end(shard)
+                return engine
+            engine = create_engine(
+                create_db_conn_string(self._base_dir, shard),
+                connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False},
+            )
+            event.listen(engine, "connect", _pragmas)
+            self._engines[shard] = engine
+            runs = [s for s in self._engines if s != INDEX_SHARD_NAME]
+            for old in runs[: max(0, len(runs) - RUN_SHARDS_KEPT)]:
+                self._engines.pop(old).dispose()
+            return engine
+
+    @contextmanager
+    def _connect(self, shard: str) -> Iterator[Connection]:
+        with self._db_lock:
+            engine = self._engine(shard)
+            if shard not in self._initialized_dbs:
+                self._initdb(engine)
+                self._initialized_dbs.add(shard)
+            with engine.connect() as conn, conn.begin():
+                yield conn
+
+    def _dispose_engines(self) -> None:
+        with self._engines_lock:
+            while self._engines:
+                self._engines.popitem()[1].dispose()
+
+    def wipe(self) -> None:
+        # Run shards are deleted as files: no connection may stay open on them.
+        self._dispose_engines()
+        super().wipe()
+
+    def dispose(self) -> None:
+        self._dispose_engines()
+        super().dispose()

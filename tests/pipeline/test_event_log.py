@@ -1,0 +1,110 @@
+"""The local instance's event log (pipelines/event_log.py): what `memflow run` writes there is
+what Dagster's own SQLite event log would hold, readable by a second instance (the UI), and
+the kept engines stay bounded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+
+from pipelines import event_log
+from pipelines.event_log import LocalSqliteEventLogStorage
+from pipelines.runner import instance_for, run_all
+from pipelines.settings import resolve
+from resources.settings import DEFAULTS
+from resources.tables import TableStore
+from resources.vector.lite_server import stop_lite_server
+from schemas.scope import Scope
+from schemas.tables import TABLES
+from tests.pipeline.landing_fixtures import small_landing
+
+TENANTS = ["acme/api", "globex/ml"]
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    landing, data = small_landing(tmp_path / "landing"), tmp_path / "data"
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    for name in DEFAULTS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MEMFLOW_EMBEDDER", "none")
+    resolve({"MEMFLOW_LANDING_DIR": str(landing), "MEMFLOW_DATA_DIR": str(data)}, tmp_path / "x")
+    yield landing, data
+    stop_lite_server(data)
+
+
+def test_memflow_runs_instance_uses_the_local_event_log_and_a_second_reader_sees_it(
+    env,
+) -> None:
+    landing, data = env
+    outcome = run_all(str(landing), str(data))
+    assert not outcome.failures and outcome.runs == 2
+    instance = DagsterInstance.get()
+    assert type(instance.event_log_storage) is LocalSqliteEventLogStorage
+    base = Path(instance.event_log_storage._base_dir)
+    assert base == (data / "dagster" / "history" / "runs").resolve()
+
+    # Another process's view (the UI): Dagster's own storage over the same files.
+    reader = SqliteEventLogStorage(str(base))
+    try:
+        for key in ("raw_turns", "validated_facts", "graph_sink"):
+            got = reader.get_latest_materialization_events([AssetKey(key)])[AssetKey(key)]
+            assert got is not None, key
+        runs = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.SUCCESS]))
+        assert len(runs) == 2
+        for run in runs:
+            mine = [e.dagster_event_type for e in instance.all_logs(run.run_id)]
+            theirs = [e.dagster_event_type for e in reader.get_logs_for_run(run.run_id)]
+            assert mine == theirs and DagsterEventType.RUN_SUCCESS in theirs
+        partitions = instance.get_materialized_partitions(AssetKey("validated_facts"))
+        assert partitions == set(TENANTS)
+    finally:
+        reader.dispose()
+
+
+def test_an_existing_instance_file_is_left_as_it_is(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    home = tmp_path / "data" / "dagster"
+    home.mkdir(parents=True)
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    instance = instance_for(str(tmp_path / "data"))
+    try:
+        assert type(instance.event_log_storage) is SqliteEventLogStorage
+    finally:
+        instance.dispose()
+
+
+def test_kept_engines_are_bounded_and_wipe_releases_them(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(event_log, "RUN_SHARDS_KEPT", 3)
+    storage = LocalSqliteEventLogStorage(str(tmp_path / "runs"))
+    try:
+        for i in range(10):
+            with storage.run_connection(f"run-{i}"):
+                pass
+        with storage.index_connection():
+            pass
+        kept = list(storage._engines)
+        assert kept[-1] == "index" and len(kept) == 4
+        assert [k for k in kept if k != "index"] == ["run-7", "run-8", "run-9"]
+        storage.wipe()
+        assert list(storage._engines) in ([], ["index"])
+        assert not list((tmp_path / "runs").glob("run-*.db"))
+    finally:
+        storage.dispose()
+
+
+def test_count_rows_equals_the_height_of_every_table(env) -> None:
+    landing, data = env
+    assert not run_all(str(landing), str(data)).failures
+    tables = TableStore(data)
+    checked = 0
+    for tenant in TENANTS:
+        scope = Scope.parse(tenant)
+        for asset in TABLES:
+            df = tables.read_table(asset, scope)
+            assert tables.count_rows(asset, scope) == (0 if df is None else df.height), asset
+            checked += df is not None and df.height > 0
+    assert checked >= 10
