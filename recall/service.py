@@ -81,10 +81,11 @@ class RecallConfig:
     fact_leg: int = 20  # facts the scope-wide fact BM25 may add outside the neighbourhood
     # Pseudo-relevance feedback on the fact BM25 (`BM25Index.feedback_scores`): the words that
     # weigh most in the best `feedback_docs` facts, `feedback_terms` of them, searched too at
-    # `feedback_weight` (0: off). Chosen on LoCoMo's tuned half (bench_locomo.py).
+    # `feedback_weight` (0: off). Chosen on LoCoMo's tuned half (bench_locomo.py); 0.75 there
+    # cost the project set's lexical MRR 0.025 (bench_quality.py), 0.5 keeps it within 0.02.
     feedback_docs: int = 15
     feedback_terms: int = 30
-    feedback_weight: float = 0.75
+    feedback_weight: float = 0.5
     fact_vectors: int = 100  # k asked of the fact-vector leg (0: no fact-vector leg)
     fact_min_cosine: float = 0.3  # the fact-vector leg's floor
     # Fact selection (`recall.ranking`): how signals fuse and their weights (lexical = 1).
