@@ -380,6 +380,8 @@ VARIANTS: dict[str, RecallConfig] = {
     "no spread": RecallConfig(spread_weight=0.0),
     "no date window": RecallConfig(temporal_weight=0.0),
     "no fact leg": RecallConfig(fact_leg=0),
+    "no lexical feedback": RecallConfig(feedback_weight=0.0),
+    "feedback_weight=0.75": RecallConfig(feedback_weight=0.75),
     "structure_weight=0": RecallConfig(structure_weight=0.0),
     "structure_weight=0.5": RecallConfig(structure_weight=0.5),
     "fact_vector_weight=0.25 (entity cosine)": RecallConfig(fact_vector_weight=0.25),

@@ -102,6 +102,11 @@ class BM25Index:
 
     def __init__(self, docs: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75) -> None:
         self.size = len(docs)
+        self._docs = [tuple(d) for d in docs]
+        self._df: dict[str, int] = {}
+        for doc in self._docs:
+            for t in set(doc):
+                self._df[t] = self._df.get(t, 0) + 1
         self._model: bm25s.BM25 | None = None
         self._vocab: dict[str, int] = {}
         if self.size and any(docs):
@@ -116,6 +121,65 @@ class BM25Index:
         if self._model is None or not ids:
             return np.zeros(self.size, dtype=np.float32)
         return self._model.get_scores_from_ids(ids)
+
+    def feedback_scores(
+        self,
+        tokens: Sequence[str],
+        *,
+        docs: int,
+        terms: int,
+        weight: float,
+        base: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """`scores` plus pseudo-relevance feedback (RM3-style query expansion): the `terms`
+        words that weigh most in the `docs` best documents (each document's words weighted by
+        its score and by their rarity), not already in the query, are searched too, and their
+        scores are added, scaled to at most `weight` times the best first-pass score. Only
+        adds: a document's score never drops. `base`: `scores(tokens)`, when the caller has it.
+
+        No feedback (the first-pass scores as they are) when a count or the weight is 0, when
+        no more documents match than `docs` (a small scope has nothing to generalise from), or
+        when every match shares as many query words as the weakest one."""
+        base = self.scores(tokens) if base is None else base
+        hits = np.flatnonzero(base > 0)
+        if docs <= 0 or terms <= 0 or weight <= 0 or hits.size <= docs:
+            return base
+        # Feedback comes from documents that match more of the query's words than the least
+        # matching ones: a fact that only shares the speaker's name with the question says
+        # nothing about what was asked.
+        matched = np.zeros(self.size, dtype=np.int32)
+        for t in set(tokens):
+            matched += self.scores([t]) > 0
+        strong = hits[matched[hits] > matched[hits].min()]
+        if strong.size == 0:
+            return base
+        best = strong[np.lexsort((strong, -base[strong]))[:docs]]
+        top = float(base[best[0]])
+        asked = set(tokens)
+        mass: dict[str, float] = {}
+        for d in best.tolist():
+            doc = self._docs[d]
+            if not doc:
+                continue
+            share = float(base[d]) / top / len(doc)
+            for t in doc:
+                if t not in asked:
+                    mass[t] = mass.get(t, 0.0) + share
+        if not mass:
+            return base
+        n = self.size
+        chosen = sorted(
+            ((w * np.log((n + 1) / (self._df.get(t, 0) + 0.5)), t) for t, w in mass.items()),
+            key=lambda wt: (-wt[0], wt[1]),
+        )[:terms]
+        extra = np.zeros(self.size, dtype=np.float64)
+        for w, t in chosen:
+            if w > 0:
+                extra += w * self.scores([t])
+        peak = float(extra.max())
+        if peak <= 0:
+            return base
+        return (base + weight * top * extra / peak).astype(np.float32)
 
     def top(self, tokens: Sequence[str], n: int) -> list[tuple[int, float, int]]:
         """Up to `n` (doc index, score, rank) with score > 0, best first.

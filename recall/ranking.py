@@ -14,7 +14,10 @@ candidate gets one value per signal, fused by `fusion`:
 Signals (weights from `recall.service.RecallConfig`):
 
 - lexical (1.0): the question's BM25 against the fact's text ("subject PREDICATE object" plus
-  both endpoints' aliases and types), IDF over the whole scope.
+  both endpoints' aliases and types), IDF over the whole scope, with pseudo-relevance
+  feedback (`recall.lexical.BM25Index.feedback_scores`): the rarest words of the facts that
+  match most of the question are searched too, so "which support group did Caroline attend"
+  also finds the facts about her counseling. Candidates come from the first-pass scores.
 - fact vector (`fact_vector_weight`, 0.75): the cosine of the question and the fact's text,
   above `fact_floor` (0.3), scaled by the best cosine among the candidates.
 - graph distance (`structure_weight`, 0.1): hop 1 = 1, hop 2 = 0.5 (rrf: hop 1 before hop 2
@@ -90,6 +93,7 @@ def select_facts(
     spread_beta: float = 1.0,
     fusion: str = "cc",
     prior_hops: np.ndarray | None = None,
+    lexical_seed: np.ndarray | None = None,
 ) -> list[Selected]:
     """Up to `limit` facts, best first, contradicting facts kept next to each other.
 
@@ -98,14 +102,17 @@ def select_facts(
     the fact BM25 score, `fact_cosine` the fact-vector leg's cosine (0 = not a hit; None
     without the leg), `temporal` the distance in days of valid_from to a date the question
     names (inf = far; None when it names none). `entity_cosine` is per entity row (0 = not a
-    hit)."""
+    hit). `lexical_seed`: the fact BM25 scores the `fact_leg` candidates are chosen by (default
+    `lexical`; the service passes the first-pass scores, so lexical feedback re-ranks facts but
+    brings in no candidates of its own)."""
     if fusion not in FUSIONS:
         raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}")
     candidates = hops > 0
     if fact_leg > 0:
-        scored = np.flatnonzero(valid & (lexical > 0))
+        seed = lexical if lexical_seed is None else lexical_seed
+        scored = np.flatnonzero(valid & (seed > 0))
         if scored.size:
-            best = scored[np.argsort(-lexical[scored], kind="stable")[:fact_leg]]
+            best = scored[np.argsort(-seed[scored], kind="stable")[:fact_leg]]
             candidates = candidates.copy()
             candidates[best] = True
     if fact_cosine is not None:

@@ -3,6 +3,7 @@ and the spread through shared entities (`recall.ranking`, `recall.temporal`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -224,10 +225,14 @@ def test_spread_lifts_facts_about_the_entity_of_the_best_fact(graph: SqliteGraph
         audrey.fact("Audrey", "LIKES", f"hobby {n}")
     audrey.load(graph)
     question = "which dog did Audrey adopt"
-    with_spread = RecallService(graph).recall(audrey.scope, question)
-    without = RecallService(graph, config=RecallConfig(spread_weight=0.0)).recall(
+    # Lexical feedback also reaches the breed ("pepper" is a word of the best fact): off, so
+    # this measures the spread alone.
+    with_spread = RecallService(graph, config=RecallConfig(feedback_weight=0.0)).recall(
         audrey.scope, question
     )
+    without = RecallService(
+        graph, config=RecallConfig(spread_weight=0.0, feedback_weight=0.0)
+    ).recall(audrey.scope, question)
     assert _ids(with_spread).index(breed.fact_id) < _ids(without).index(breed.fact_id)
     assert _ids(with_spread).index(breed.fact_id) == 1
 
@@ -287,3 +292,22 @@ def test_graph_distance_is_a_prior_only_from_entry_entities_the_question_names()
     # The same entity found by vector alone: no prior (the hop is still reported); the tie
     # goes to the more confident fact.
     assert order(np.zeros_like(hops)) == [far.fact_id, near.fact_id]
+
+
+def test_lexical_feedback_lifts_facts_about_what_the_best_facts_name(
+    graph: SqliteGraphStore,
+) -> None:
+    audrey = Memory(Scope("locomo", "conv-f"))
+    audrey.fact("Audrey", "ADOPTED", "Pepper")
+    breed = audrey.fact("Pepper", "HAS_BREED", "Lab mix")
+    for n in range(30):
+        audrey.fact("Audrey", "LIKES", f"hobby {n}")
+    audrey.load(graph)
+    question = "which dog did Audrey adopt"
+    alone = RecallConfig(spread_weight=0.0)  # the feedback without the spread's help
+    fed = RecallService(graph, config=alone).recall(audrey.scope, question)
+    off = RecallService(graph, config=replace(alone, feedback_weight=0.0)).recall(
+        audrey.scope, question
+    )
+    assert _ids(fed).index(breed.fact_id) == 1
+    assert _ids(off).index(breed.fact_id) > 1

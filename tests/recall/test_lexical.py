@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recall.lexical import BM25Index, query_tokens, tokenize
 
@@ -60,3 +63,70 @@ def test_no_match_and_empty_corpus() -> None:
     empty = BM25Index([])
     assert empty.top(["redis"], 5) == []
     assert empty.scores(["redis"]).size == 0
+
+
+# --- pseudo-relevance feedback ----------------------------------------------------------------
+
+_WORDS = st.sampled_from([f"w{i}" for i in range(12)])
+_DOCS = st.lists(st.lists(_WORDS, min_size=0, max_size=6), min_size=1, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(docs=_DOCS, query=st.lists(_WORDS, min_size=0, max_size=3))
+def test_feedback_only_adds_and_is_off_at_weight_zero(docs, query) -> None:
+    index = BM25Index(docs)
+    base = index.scores(query)
+    off = index.feedback_scores(query, docs=15, terms=30, weight=0.0)
+    assert np.array_equal(off, base)
+    fed = index.feedback_scores(query, docs=15, terms=30, weight=0.75)
+    assert fed.shape == base.shape
+    assert np.all(fed >= base - 1e-6)  # expansion adds, never takes away
+    # No first-pass match, nothing to learn from: the scores stay as they were.
+    if not (base > 0).any():
+        assert np.array_equal(fed, base)
+    # The expansion never outweighs the best first-pass score by more than `weight`.
+    if (base > 0).any():
+        assert fed.max() <= base.max() * 1.75 + 1e-5
+
+
+def test_feedback_reaches_a_fact_that_shares_no_query_word() -> None:
+    docs = [
+        tokenize("Caroline attended LGBTQ support group"),
+        tokenize("Caroline support group meets Tuesdays counseling"),
+        tokenize("Melanie painted sunrise lake"),
+        tokenize("support group counseling helped Caroline transition"),
+        tokenize("Caroline went hiking"),
+        tokenize("counseling sessions every Tuesday"),
+        tokenize("Melanie bought running shoes"),
+    ]
+    index = BM25Index(docs)
+    query = query_tokens("Which support group did Caroline attend?")
+    base = index.scores(query)
+    fed = index.feedback_scores(query, docs=3, terms=5, weight=0.75)
+    # "counseling" and "tuesdays", words of the facts that match the question best, reach a
+    # fact that shares no word with it; unrelated facts gain nothing.
+    assert base[5] == 0 < fed[5]
+    assert fed[2] == base[2] == 0 and fed[6] == base[6] == 0
+    assert int(np.argmax(fed)) == int(np.argmax(base)) == 0
+
+
+def test_no_feedback_from_facts_that_only_share_the_weakest_word() -> None:
+    # Every fact names Maria and nothing else of the question: no fact is told apart, so
+    # there is nothing to learn from.
+    docs = [tokenize(f"Maria mentioned topic {c}") for c in "abcdefgh"]
+    docs += [tokenize("Maria joined gym"), tokenize("Maria talked about news")]
+    index = BM25Index(docs)
+    query = query_tokens("What did Maria share in June?")
+    base = index.scores(query)
+    assert (base > 0).all()
+    assert np.array_equal(index.feedback_scores(query, docs=3, terms=5, weight=0.75), base)
+
+
+def test_feedback_is_deterministic() -> None:
+    docs = [tokenize(t) for t in ("a b c", "b c d", "c d e", "d e f", "e f g")]
+    index = BM25Index(docs)
+    first = index.feedback_scores(["c"], docs=2, terms=3, weight=0.5)
+    assert all(
+        np.array_equal(first, index.feedback_scores(["c"], docs=2, terms=3, weight=0.5))
+        for _ in range(5)
+    )
