@@ -31,8 +31,10 @@ answers (an unknown key, a tenant the key does not cover) is never worked around
 says on stderr why nothing was printed.
 
 Start-up is kept light: this module, the client (`recall.client`, on ``http.client``), the tenant
-mapping and the formatter import the standard library only (checked by ``bench/bench_hooks.py``
-with ``python -X importtime``); the recall service loads only on the fallback.
+mapping and the formatter import the standard library and `schemas` (redaction, with
+detect-secrets: a tenant name is checked for secrets) and nothing heavier (checked by
+``bench/bench_hooks.py`` with ``python -X importtime``); the recall service loads only on the
+fallback.
 """
 
 from __future__ import annotations
