@@ -15,8 +15,12 @@ run (bench/bench_ingest_scale.py, BENCHMARKS.md "Ingestion at scale").
   the database (a power cut can lose the last transactions, never corrupt the file); a lost
   event of a run that was running is what run monitoring and re-execution already handle.
 
+The UI's live run view watches each run's database file for changes; with kept connections new
+events land in the `-wal` file first, so `watch` also listens to it.
+
 It is for the embedded instance only; production uses PostgreSQL (deploy/dagster.yaml).
-Depends on `SqliteEventLogStorage._connect` and `_initdb` (dagster pinned at 1.13).
+Depends on `SqliteEventLogStorage._connect`, `_initdb`, `watch` and its watchdog (dagster
+pinned at 1.13).
 """
 
 from __future__ import annotations
@@ -30,10 +34,13 @@ from typing import Any
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     INDEX_SHARD_NAME,
     SqliteEventLogStorage,
+    SqliteEventLogStorageWatchdog,
 )
 from dagster._core.storage.sqlite import create_db_conn_string
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine
+from watchdog.events import PatternMatchingEventHandler
+from watchdog.observers import Observer
 
 SQLITE_BUSY_TIMEOUT_S = 30
 # The index shard plus this many run shards keep an open engine; older ones are disposed.
@@ -49,6 +56,21 @@ event_log_storage:
   config:
     base_dir: {base_dir}
 """
+
+
+class _WalWatchdog(SqliteEventLogStorageWatchdog):
+    """Dagster's run-log watcher (the UI's live run view), also woken by the run's `-wal` file:
+    with connections kept open, new events stay in the write-ahead log and the `.db` file
+    itself changes only at a checkpoint."""
+
+    def __init__(self, storage: SqliteEventLogStorage, run_id: str, callback: Any, cursor: Any):
+        super().__init__(storage, run_id, callback, cursor)
+        PatternMatchingEventHandler.__init__(
+            self, patterns=[self._log_path, self._log_path + "-wal"]
+        )
+
+    def on_modified(self, event: Any) -> None:
+        self._process_log()
 
 
 def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -97,6 +119,16 @@ class LocalSqliteEventLogStorage(SqliteEventLogStorage):
                 self._initialized_dbs.add(shard)
             with engine.connect() as conn, conn.begin():
                 yield conn
+
+    def watch(self, run_id: str, cursor: str | None, callback: Any) -> None:
+        if not self._obs:
+            self._obs = Observer()
+            self._obs.start()
+        watchdog = _WalWatchdog(self, run_id, callback, cursor)
+        self._watchers[run_id][callback] = (
+            watchdog,
+            self._obs.schedule(watchdog, self._base_dir, recursive=True),
+        )
 
     def _dispose_engines(self) -> None:
         with self._engines_lock:

@@ -13,6 +13,7 @@ matches the parts. "C++", "C#" and "F#" keep their symbol, as they do in entity 
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import unicodedata
@@ -142,7 +143,7 @@ class BM25Index:
         when every match shares as many query words as the weakest one."""
         base = self.scores(tokens) if base is None else base
         hits = np.flatnonzero(base > 0)
-        if docs <= 0 or terms <= 0 or weight <= 0 or hits.size <= docs:
+        if docs <= 0 or terms <= 0 or not 0 < weight < math.inf or hits.size <= docs:
             return base
         # Feedback comes from documents that match more of the query's words than the least
         # matching ones: a fact that only shares the speaker's name with the question says

@@ -19,6 +19,7 @@ Usage (what an HTTP layer builds on)::
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -105,6 +106,8 @@ class RecallConfig:
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
             raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}")
+        if not 0 <= self.feedback_weight < math.inf:
+            raise ValueError("feedback_weight must be a finite number >= 0")
 
 
 class _Clock:
@@ -218,13 +221,16 @@ class RecallService:
         semantic_only = ranking == "semantic"
         tokens = [] if semantic_only else query_tokens(text)
         names = [] if semantic_only else self._name_leg(index, tokens)
+        valid = index.valid_at(when)
         fact_seed = index.fact_bm25.scores(tokens)
+        # Feedback learns from facts valid at `as_of` only: a superseded fact's words must not
+        # steer the ranking of the current ones.
         fact_lexical = index.fact_bm25.feedback_scores(
             tokens,
             docs=self.config.feedback_docs,
             terms=self.config.feedback_terms,
             weight=self.config.feedback_weight,
-            base=fact_seed,
+            base=np.where(valid, fact_seed, 0.0).astype(np.float32),
         )
         clock.lap("lexical")
 
@@ -233,7 +239,6 @@ class RecallService:
         fused = self._fuse(names, legs.hits, k_entities)
         clock.lap("fuse")
 
-        valid = index.valid_at(when)
         hops_of = index.neighbourhood([f.item for f in fused], hops, valid)
         # The graph-distance prior counts from the entry entities the name leg found; those
         # found by vector alone give candidates only (`recall.ranking`).

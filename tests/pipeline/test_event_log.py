@@ -4,6 +4,11 @@ the kept engines stay bounded."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -108,3 +113,65 @@ def test_count_rows_equals_the_height_of_every_table(env) -> None:
             assert tables.count_rows(asset, scope) == (0 if df is None else df.height), asset
             checked += df is not None and df.height > 0
     assert checked >= 10
+
+
+_SLOW_JOB = """
+import sys, time
+import dagster as dg
+
+@dg.op
+def first():
+    time.sleep(1)
+    return 1
+
+@dg.op
+def second(x):
+    time.sleep(1)
+    return x
+
+@dg.job
+def slow():
+    second(first())
+
+with dg.DagsterInstance.get() as instance:
+    slow.execute_in_process(instance=instance)
+"""
+
+
+def test_a_watcher_in_another_process_sees_a_running_runs_events_live(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the UI's live run view does: subscribe to a run another process is executing. With
+    kept connections the events sit in the run's -wal file, which the watcher must follow."""
+    home = tmp_path / "home"
+    home.mkdir()
+    base = (home / "history" / "runs").resolve()
+    (home / "dagster.yaml").write_text(
+        event_log.INSTANCE_YAML.format(base_dir=json.dumps(str(base)))
+    )
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    instance = DagsterInstance.get()
+    try:
+        assert type(instance.event_log_storage) is LocalSqliteEventLogStorage
+        child = subprocess.Popen(
+            [sys.executable, "-c", _SLOW_JOB],
+            env={**os.environ, "DAGSTER_HOME": str(home)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 120
+        while not instance.get_runs() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        run_id = instance.get_runs()[0].run_id
+        past = instance.get_records_for_run(run_id)
+        live: list[float] = []
+        instance.watch_event_logs(run_id, past.cursor, lambda _e, _c: live.append(time.monotonic()))
+        assert child.wait(timeout=120) == 0
+        ended = time.monotonic()
+        total = len(instance.get_records_for_run(run_id, limit=10_000).records)
+        while len(past.records) + len(live) < total and time.monotonic() < ended + 10:
+            time.sleep(0.05)
+        assert len(past.records) + len(live) == total
+        assert any(t < ended for t in live)  # while the run was still going, not only at its end
+    finally:
+        instance.dispose()

@@ -311,3 +311,40 @@ def test_lexical_feedback_lifts_facts_about_what_the_best_facts_name(
     )
     assert _ids(fed).index(breed.fact_id) == 1
     assert _ids(off).index(breed.fact_id) > 1
+
+
+@pytest.mark.parametrize("when", ["superseded", "future"])
+def test_facts_not_valid_at_as_of_never_steer_the_feedback(
+    graph: SqliteGraphStore, when: str
+) -> None:
+    memory = Memory(Scope("acme", "pets"))
+    if when == "superseded":
+        memory.fact("Audrey", "ADOPTED", "Rex dog", valid_to=T0 + timedelta(days=1))
+    else:
+        memory.fact("Audrey", "ADOPTED", "Rex dog", valid_from=T0 + timedelta(days=365))
+    memory.fact("Rex dog", "HAS_BREED", "Wire Fox Terrier")
+    memory.fact("Pepper dog", "HAS_BREED", "Lab mix")
+    for n in range(30):
+        memory.fact("Audrey", "LIKES", f"hobby {n}")
+    memory.load(graph)
+
+    def ranked(weight: float) -> list[str]:
+        config = RecallConfig(spread_weight=0.0, feedback_weight=weight)
+        answer = RecallService(graph, config=config).recall(
+            memory.scope,
+            "which dog did Audrey adopt",
+            ranking="lexical",
+            as_of=T0 + timedelta(days=10),
+        )
+        return [f.object for f in answer.facts]
+
+    assert "Rex dog" not in ranked(0.5)  # never returned: not valid at as_of
+    # ... and its words ("rex") do not lift Rex's breed over Pepper's: same order as without
+    # feedback.
+    assert ranked(0.5)[:2] == ranked(0.0)[:2] == ["Lab mix", "Wire Fox Terrier"]
+
+
+@pytest.mark.parametrize("weight", [float("nan"), float("inf"), -0.5])
+def test_feedback_weight_must_be_finite_and_not_negative(weight: float) -> None:
+    with pytest.raises(ValueError, match="feedback_weight"):
+        RecallConfig(feedback_weight=weight)

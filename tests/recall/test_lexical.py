@@ -130,3 +130,15 @@ def test_feedback_is_deterministic() -> None:
         np.array_equal(first, index.feedback_scores(["c"], docs=2, terms=3, weight=0.5))
         for _ in range(5)
     )
+
+
+@pytest.mark.parametrize("weight", [float("nan"), float("inf"), 0.0, -1.0])
+def test_feedback_with_a_weight_that_is_not_a_positive_number_is_off(weight: float) -> None:
+    docs = [tokenize(f"alpha beta {w}") for w in ("gamma", "delta", "eps", "zeta")] + [
+        tokenize("alpha only")
+    ]
+    index = BM25Index(docs)
+    base = index.scores(["alpha", "gamma"])
+    assert np.array_equal(
+        index.feedback_scores(["alpha", "gamma"], docs=1, terms=3, weight=weight), base
+    )
