@@ -23,6 +23,7 @@ import pytest
 
 from recall.service import RecallService
 from resources.graph.sqlite import SqliteGraphStore
+from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
 from tests.pipeline.landing_fixtures import save, small_landing, turn, write_jsonl
 from tests.support.daemon import ROOT, DaemonWorld, memflow_env
@@ -145,7 +146,7 @@ def _graph(data: Path, tenant: str) -> tuple[dict, tuple]:
 
 
 def test_kill_9_mid_run_then_restart_completes_with_nothing_lost_or_doubled(
-    tmp_path: Path, postgres_server: str
+    tmp_path: Path, postgres_server: str, request: pytest.FixtureRequest
 ) -> None:
     calls = tmp_path / "extractor-calls.jsonl"  # a line per extractor call
     command = f"{sys.executable} {ROOT}/tests/support/extractor_cmd.py --sleep 0.5 --log {calls}"
@@ -188,6 +189,7 @@ def test_kill_9_mid_run_then_restart_completes_with_nothing_lost_or_doubled(
 
         # A clean run of the same landing zone, without the daemon.
         clean = tmp_path / "clean"
+        request.addfinalizer(lambda: stop_lite_server(clean / "data"))
         env = memflow_env(clean, world.landing, clean / "data", clean / "dagster", **settings)
         env.pop("DAGSTER_HOME")
         done = subprocess.run(

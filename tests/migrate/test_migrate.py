@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
@@ -20,6 +21,7 @@ import pytest
 
 from resources.graph.sqlite import SqliteGraphStore
 from resources.tables import TableStore
+from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
 
 pytestmark = pytest.mark.slow
@@ -67,7 +69,7 @@ def _calls(path: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def old_world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def old_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     """A data directory and instance written by the old code, and its landing zone."""
     base = tmp_path_factory.mktemp("old-design")
     tree = base / "tree"
@@ -93,7 +95,8 @@ def old_world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert _calls(log) > 0  # the old runs extracted text turns
     old_days = TableStore(data).root / "turn_rejects" / "acme" / "payments-api"
     assert list(old_days.glob("*.parquet")), "the old design stores rejects per day"
-    return {"tree": tree, "data": data, "landing": tree / "landing-sample"}
+    yield {"tree": tree, "data": data, "landing": tree / "landing-sample"}
+    stop_lite_server(data)  # the old run's supervised Milvus Lite server
 
 
 def _table(data: Path, asset: str, tenant: str) -> pl.DataFrame:
@@ -107,9 +110,10 @@ def _table(data: Path, asset: str, tenant: str) -> pl.DataFrame:
 
 
 def test_migrate_then_run_keeps_the_facts_and_extracts_nothing_again(
-    old_world: dict[str, Path], tmp_path: Path
+    old_world: dict[str, Path], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     data = tmp_path / "data"
+    request.addfinalizer(lambda: stop_lite_server(data))
     shutil.copytree(old_world["data"], data)
     log = tmp_path / "new-extractor.log"
     env = _env(log)

@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 STATE_DIR = ROOT / ".milvus-server"
 DEFAULT_PORT = 18310
+PORTS_FREE_TIMEOUT_S = 30.0
 START_TIMEOUT_S = 240.0
 STOP_TIMEOUT_S = 15.0
 # The template's port settings, in the order they take port+1, port+2, ...
@@ -159,7 +160,14 @@ class MilvusServer:
         config.set("common.gracefulStopTimeout", 10)
         # Not config.resolve(): its port check binds without SO_REUSEADDR, so it refuses a port
         # that a server killed a moment ago left in TIME_WAIT (a restart after kill -9).
-        busy = [p for p in range(self.port, self.port + _PEER_OFFSET + 1) if _listening(p)]
+        ports_of_ours = range(self.port, self.port + _PEER_OFFSET + 1)
+        busy = [p for p in ports_of_ours if _listening(p)]
+        # A server killed a moment ago (kill -9 in the fault tests) may hold a port or two for a
+        # few seconds after its main process is gone: wait for them before giving up.
+        deadline = time.monotonic() + PORTS_FREE_TIMEOUT_S
+        while busy and time.monotonic() < deadline:
+            time.sleep(0.25)
+            busy = [p for p in ports_of_ours if _listening(p)]
         if busy:
             raise MilvusServerError(f"ports {busy} already listen; choose MEMFLOW_MILVUS_PORT")
         config.resolve_storage()
