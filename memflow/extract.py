@@ -187,7 +187,7 @@ def _turn_keys(df: pl.DataFrame, scope: Scope) -> pl.Series:
     return pl.Series(
         "turn_key",
         [
-            ids.turn_key(scope.tenant_id, scope.ns, s, t)
+            ids.turn_key(scope.tenant_id, scope.ns, str(s), str(t))
             for s, t in zip(df["session_id"].to_list(), df["turn_id"].to_list(), strict=True)
         ],
         dtype=pl.String,
@@ -243,10 +243,41 @@ def extract_tenant(
     report = extract_day(scope, todo, provider, known_entities, progress=progress)
     new_triples = report.triples
     new_rejects = report.rejects
-    per_turn_triples = _per_turn(new_triples, scope)
-    per_turn_rejects = _per_turn(new_rejects, scope)
+    per_turn_triples = per_turn_counts(new_triples, scope)
+    per_turn_rejects = per_turn_counts(new_rejects, scope)
     text_model = identity if provider is not None else "none"
-    log_rows = todo.select(
+    log_rows = extraction_log_rows(todo, per_turn_triples, per_turn_rejects, text_model, now)
+    tables = ExtractionTables(
+        triples=pl.concat([keep(previous.triples), new_triples]).sort("day", "triple_id"),
+        rejects=pl.concat([keep(previous.rejects), new_rejects]),
+        log=pl.concat(
+            [log.join(todo_keys, on="turn_key", how="anti"), conform(log_rows, EXTRACTION_LOG)]
+        ).sort("day", "turn_key"),
+    )
+    return TenantExtraction(tables, report, todo.height, counts, dropped)
+
+
+def per_turn_counts(df: pl.DataFrame | None, scope: Scope) -> dict[str, int]:
+    """Rows of `df` (triples or rejects) per turn key; rows without a session or turn id are
+    nobody's."""
+    if df is None or not df.height:
+        return {}
+    df = df.filter(pl.col("session_id").is_not_null() & pl.col("turn_id").is_not_null())
+    if not df.height:
+        return {}
+    return dict(df.with_columns(_turn_keys(df, scope)).group_by("turn_key").len().iter_rows())
+
+
+def extraction_log_rows(
+    turns: pl.DataFrame,
+    per_turn_triples: dict[str, int],
+    per_turn_rejects: dict[str, int],
+    text_model: str,
+    now: datetime,
+) -> pl.DataFrame:
+    """The extraction log's rows for `turns`: tool calls saving triples are `explicit`, every
+    other turn was handled by `text_model`, with the triples and rejects each turn gave."""
+    return turns.select(
         "turn_key",
         "tenant_id",
         "ns",
@@ -264,20 +295,6 @@ def extract_tenant(
         .alias("rejects"),
         pl.lit(now).alias("extracted_at"),
     )
-    tables = ExtractionTables(
-        triples=pl.concat([keep(previous.triples), new_triples]).sort("day", "triple_id"),
-        rejects=pl.concat([keep(previous.rejects), new_rejects]),
-        log=pl.concat(
-            [log.join(todo_keys, on="turn_key", how="anti"), conform(log_rows, EXTRACTION_LOG)]
-        ).sort("day", "turn_key"),
-    )
-    return TenantExtraction(tables, report, todo.height, counts, dropped)
-
-
-def _per_turn(df: pl.DataFrame, scope: Scope) -> dict[str, int]:
-    if not df.height:
-        return {}
-    return dict(df.with_columns(_turn_keys(df, scope)).group_by("turn_key").len().iter_rows())
 
 
 __all__ = [
@@ -288,4 +305,6 @@ __all__ = [
     "TenantExtraction",
     "extract_day",
     "extract_tenant",
+    "extraction_log_rows",
+    "per_turn_counts",
 ]

@@ -44,9 +44,8 @@ from typing import Any
 
 import polars as pl
 
-from memflow.landing import UPSERT_TOOL
+from memflow.extract import extraction_log_rows, per_turn_counts
 from resources.tables import TableStore
-from schemas import ids
 from schemas.scope import Scope
 from schemas.tables import (
     EXTRACTION_LOG,
@@ -157,26 +156,6 @@ def _rewrite_days(store: TableStore, asset: str, scope: Scope) -> bool:
     return True
 
 
-def _turn_keys(df: pl.DataFrame, scope: Scope) -> pl.Series:
-    return pl.Series(
-        "turn_key",
-        [
-            ids.turn_key(scope.tenant_id, scope.ns, str(s), str(t))
-            for s, t in zip(df["session_id"].to_list(), df["turn_id"].to_list(), strict=True)
-        ],
-        dtype=pl.String,
-    )
-
-
-def _per_turn(df: pl.DataFrame | None, scope: Scope) -> dict[str, int]:
-    if df is None or not df.height:
-        return {}
-    df = df.filter(pl.col("session_id").is_not_null() & pl.col("turn_id").is_not_null())
-    if not df.height:
-        return {}
-    return dict(df.with_columns(_turn_keys(df, scope)).group_by("turn_key").len().iter_rows())
-
-
 def derive_extraction_log(
     turns: pl.DataFrame,
     triples: pl.DataFrame | None,
@@ -189,26 +168,11 @@ def derive_extraction_log(
     rule of `memflow.extract.extract_tenant` (tool calls saving triples are `explicit`, every
     other turn was handled by the extractor `identity`)."""
     turns = conform(turns, RAW_TURNS)
-    per_triples = _per_turn(conform(triples, TRIPLES) if triples is not None else None, scope)
-    per_rejects = _per_turn(conform(rejects, QUARANTINE) if rejects is not None else None, scope)
-    log = turns.select(
-        "turn_key",
-        "tenant_id",
-        "ns",
-        "day",
-        pl.when(pl.col("tool_name").fill_null("") == UPSERT_TOOL)
-        .then(pl.lit("explicit"))
-        .otherwise(pl.lit(identity))
-        .alias("model"),
-    ).with_columns(
-        pl.col("turn_key")
-        .replace_strict(per_triples, default=0, return_dtype=pl.Int64)
-        .alias("triples"),
-        pl.col("turn_key")
-        .replace_strict(per_rejects, default=0, return_dtype=pl.Int64)
-        .alias("rejects"),
-        pl.lit(now).alias("extracted_at"),
+    per_triples = per_turn_counts(conform(triples, TRIPLES) if triples is not None else None, scope)
+    per_rejects = per_turn_counts(
+        conform(rejects, QUARANTINE) if rejects is not None else None, scope
     )
+    log = extraction_log_rows(turns, per_triples, per_rejects, identity, now)
     return conform(log, EXTRACTION_LOG).unique("turn_key", keep="first").sort("day", "turn_key")
 
 
