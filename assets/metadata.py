@@ -109,21 +109,51 @@ def count_reasons(df: pl.DataFrame) -> dict[str, int]:
 
 
 def quarantine_contract_failures(
-    df: pl.DataFrame,
+    frames: Mapping[str, pl.DataFrame],
     contract: type,
-    scope: Scope,
     stage: str,
     id_columns: Sequence[str] = ("session_id", "turn_id", "source_file", "line_no"),
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(rows that meet `contract`, quarantine rows for the others). Each failing row is
-    quarantined once per broken check, with ``contract:<column>:<check>`` as its reason and no
-    record: a row that broke the secrets check must not be copied anywhere."""
-    good, violations = split_valid(df, contract)
-    if not violations:
-        return good, conform(pl.DataFrame(), QUARANTINE)
-    rows = df.with_row_index("__row").to_dicts()
-    out = [_violation_row(rows[v.row], v, scope, stage, id_columns) for v in violations]
-    return good, conform(pl.DataFrame(out, infer_schema_length=None), QUARANTINE)
+) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame]]:
+    """Per tenant key (`org/repo`): (rows that meet `contract`, quarantine rows for the others).
+
+    Each failing row is quarantined once per broken check, with ``contract:<column>:<check>``
+    as its reason and no record: a row that broke the secrets check must not be copied
+    anywhere. The frames of every tenant of the run are validated as one (pandera's fixed cost
+    per call is most of a small tenant's validation); the contracts' frame-wide checks are per
+    (tenant_id, ns) and their ids include the scope, so each tenant's verdict is its own.
+    Frames whose columns differ are validated one by one."""
+    keys = [k for k, df in frames.items() if df.height]
+    good = {k: df for k, df in frames.items()}
+    rejects = {k: _no_rejects() for k in frames}
+    if not keys:
+        return good, rejects
+    groups = (
+        [keys] if len({tuple(frames[k].schema.items()) for k in keys}) == 1 else [[k] for k in keys]
+    )
+    for group in groups:
+        whole = frames[group[0]] if len(group) == 1 else pl.concat([frames[k] for k in group])
+        _, violations = split_valid(whole, contract)
+        if not violations:
+            continue
+        ends = list(accumulate(frames[k].height for k in group))
+        starts = [0, *ends[:-1]]
+        found: dict[str, list[tuple[int, Violation]]] = {}
+        for v in violations:
+            at = bisect_right(ends, v.row)
+            found.setdefault(group[at], []).append((v.row - starts[at], v))
+        for key, local in found.items():
+            df = frames[key]
+            scope = scope_of(key)
+            rows = df.with_row_index("__row").to_dicts()
+            out = [_violation_row(rows[i], v, scope, stage, id_columns) for i, v in local]
+            bad = sorted({i for i, _ in local})
+            good[key] = df.with_row_index("__row").filter(~pl.col("__row").is_in(bad)).drop("__row")
+            rejects[key] = conform(pl.DataFrame(out, infer_schema_length=None), QUARANTINE)
+    return good, rejects
+
+
+def _no_rejects() -> pl.DataFrame:
+    return conform(pl.DataFrame(), QUARANTINE)
 
 
 def _violation_row(

@@ -29,7 +29,7 @@ from assets.metadata import (
 )
 from assets.partitions import scope_partitions
 from memflow import landing
-from memflow.turns import TurnTables, apply_retention, ingest_turns
+from memflow.turns import TurnsUpdate, TurnTables, apply_retention, ingest_turns
 from resources.configurable import Storage
 from schemas.contracts import TurnContract
 from schemas.tables import Asset
@@ -82,7 +82,10 @@ def raw_turns(context: AssetExecutionContext, storage: Storage):
     rejects_out: dict[str, pl.DataFrame] = {}
     files_out: dict[str, pl.DataFrame] = {}
     unbalanced: dict[str, list[str]] = {}
-    for scope in run_scopes(context):
+    scopes = list(run_scopes(context))
+    read: dict[str, tuple[float, TurnTables, TurnsUpdate]] = {}
+    fresh: dict[str, pl.DataFrame] = {}
+    for scope in scopes:
         started = time.perf_counter()
         previous = TurnTables.of(
             stored_table(storage, Asset.RAW_TURNS, scope),
@@ -90,9 +93,17 @@ def raw_turns(context: AssetExecutionContext, storage: Storage):
             stored_table(storage, Asset.LANDING_FILES, scope),
         )
         update = ingest_turns(storage.landing, scope, found.get(scope, []), previous, now, window)
+        fresh[scope.key] = update.tables.turns.join(
+            previous.turns.select("turn_key"), on="turn_key", how="anti"
+        )
+        read[scope.key] = (time.perf_counter() - started, previous, update)
+    # One validation for the run's new turns (assets.metadata.quarantine_contract_failures).
+    _, quarantined = quarantine_contract_failures(fresh, TurnContract, "landing")
+    for scope in scopes:
+        started = time.perf_counter()
+        spent, previous, update = read[scope.key]
         tables = update.tables
-        fresh = tables.turns.join(previous.turns.select("turn_key"), on="turn_key", how="anti")
-        _, contract_rejects = quarantine_contract_failures(fresh, TurnContract, scope, "landing")
+        contract_rejects = quarantined[scope.key]
         if contract_rejects.height:
             failed = contract_rejects.select("session_id", "turn_id", "source_file", "line_no")
             tables.turns = tables.turns.join(
@@ -123,7 +134,7 @@ def raw_turns(context: AssetExecutionContext, storage: Storage):
                 "rows_out": turns.height,
                 "rejects_by_reason": by_reason(new_reasons),
                 "tool_call_turns": turns.filter(pl.col("tool_triples").is_not_null()).height,
-                "duration_s": round(time.perf_counter() - started, 3),
+                "duration_s": round(spent + time.perf_counter() - started, 3),
                 "preview": preview(
                     turns.filter(pl.col("source_file").is_in(update.read_files)),
                     ["session_id", "turn_id", "role", "client", "content"],

@@ -52,6 +52,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from pipelines.runner import run_all, terminal_progress
     from pipelines.status import format_summary, tenant_summary
     from resources.tables import TableStore
+    from schemas.tables import Asset
 
     outcome = run_all(
         cfg["MEMFLOW_LANDING_DIR"],
@@ -65,7 +66,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"no tenants found under {cfg['MEMFLOW_LANDING_DIR']}", file=sys.stderr)
         return 1
     tables = TableStore(cfg["MEMFLOW_DATA_DIR"])
-    rows = [tenant_summary(tables, s) for s in outcome.tenants]
+    summaries = tables.summaries(Asset.VALIDATED_FACTS)
+    rows = [tenant_summary(tables, s, summaries) for s in outcome.tenants]
     _attach_store_counts(rows, outcome.tenants, cfg)
     print(
         f"memflow run: {len(outcome.tenants)} tenant(s), {outcome.runs} run(s), "

@@ -4,9 +4,19 @@ Written here rather than taken from dagster-polars: every asset is per tenant an
 range of tenants, so outputs and inputs are `{tenant_key: DataFrame}` dicts, and the per-day
 tables are stored one file per day with only changed days rewritten
 (`TableStore.write_table`).
+
+Hand-off: a table written in this process during a run is kept in memory, with the fingerprint
+of its files, and a later step of the same run that loads it gets the kept frame instead of
+reading the files back, as long as the files are still the ones it wrote (nobody wrote the
+table in between). With the in-process executor `memflow run` uses, every input of a run is
+handed off this way; a step in another process (the multiprocess executor) reads the files.
+At most `HANDOFF_MAX_ROWS` rows are kept, and only for the run that wrote them.
 """
 
 from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
 
 import polars as pl
 from dagster import ConfigurableIOManager, InputContext, OutputContext
@@ -14,6 +24,62 @@ from dagster import ConfigurableIOManager, InputContext, OutputContext
 from assets.partitions import scope_of
 from resources.tables import TableStore
 from schemas import tables
+
+HANDOFF_MAX_ROWS = 5_000_000
+
+
+@dataclass
+class _Handoff:
+    run_id: str = ""
+    rows: int = 0
+    kept: dict[tuple[str, str, str], tuple[tuple, pl.DataFrame | None]] = field(
+        default_factory=dict
+    )
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def keep(self, run_id: str, store: TableStore, asset: str, key: str, df: pl.DataFrame) -> None:
+        try:
+            frame = TableStore.as_read(df, asset)
+        except ValueError:
+            return
+        fingerprint = store.fingerprint(asset, scope_of(key))
+        with self.lock:
+            if run_id != self.run_id:
+                self.run_id, self.rows = run_id, 0
+                self.kept.clear()
+            slot = (str(store.root), asset, key)
+            old = self.kept.pop(slot, None)
+            if old is not None and old[1] is not None:
+                self.rows -= old[1].height
+            size = 0 if frame is None else frame.height
+            if self.rows + size > HANDOFF_MAX_ROWS:
+                return
+            self.kept[slot] = (fingerprint, frame)
+            self.rows += size
+
+    def take(
+        self, run_id: str, store: TableStore, asset: str, key: str
+    ) -> tuple[bool, pl.DataFrame | None]:
+        """(found, frame as `read_table` would return it)."""
+        with self.lock:
+            if run_id != self.run_id:
+                return False, None
+            kept = self.kept.get((str(store.root), asset, key))
+        if kept is None or kept[0] != store.fingerprint(asset, scope_of(key)):
+            return False, None
+        return True, None if kept[1] is None else kept[1].clone()
+
+
+HANDOFF = _Handoff()
+
+
+def _run_id(context: InputContext | OutputContext) -> str | None:
+    """The run a step belongs to; None outside a run (contexts built by hand): no hand-off."""
+    try:
+        step = context.step_context
+    except Exception:  # Dagster raises its own error types for a context without a step
+        return None
+    return step.run_id if step is not None else None
 
 
 class ParquetTablesIOManager(ConfigurableIOManager):
@@ -27,10 +93,14 @@ class ParquetTablesIOManager(ConfigurableIOManager):
         if not isinstance(obj, dict):
             raise TypeError(f"{asset} must produce {{tenant: DataFrame}}, got {type(obj).__name__}")
         store = self._store()
+        run_id = _run_id(context)
         for key, df in obj.items():
             if not isinstance(df, pl.DataFrame):
                 raise TypeError(f"{asset} must produce polars DataFrames, got {type(df).__name__}")
-            store.write_table(tables.conform(df, tables.TABLES[asset]), asset, scope_of(key))
+            conformed = tables.conform(df, tables.TABLES[asset])
+            store.write_table(conformed, asset, scope_of(key))
+            if run_id is not None:
+                HANDOFF.keep(run_id, store, asset, key, conformed)
 
     def load_input(self, context: InputContext) -> dict[str, pl.DataFrame]:
         """`{tenant_key: DataFrame}` for every tenant of the run (empty tables where none)."""
@@ -38,7 +108,10 @@ class ParquetTablesIOManager(ConfigurableIOManager):
         store = self._store()
         columns = tables.TABLES[asset]
         out: dict[str, pl.DataFrame] = {}
+        run_id = _run_id(context)
         for key in context.asset_partition_keys:
-            df = store.read_table(asset, scope_of(key))
+            found, df = (False, None) if run_id is None else HANDOFF.take(run_id, store, asset, key)
+            if not found:
+                df = store.read_table(asset, scope_of(key))
             out[key] = tables.conform(df, columns) if df is not None else tables.empty(columns)
         return out

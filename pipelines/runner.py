@@ -63,6 +63,10 @@ class RunOutcome:
 # marked "failed" in the UI (they show as not materialized); `memflow run` reruns a failed
 # range in halves and names every tenant that still fails.
 PLANNED_EVENTS_ENV = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
+# A step's per-tenant materializations of one asset are written as one batch (one transaction
+# per database: pipelines/event_log.py; PostgreSQL batches them the same way).
+EVENT_BATCH_ENV = "DAGSTER_EVENT_BATCH_SIZE"
+EVENT_BATCH_SIZE = "500"
 
 
 def instance_for(data_dir: str) -> DagsterInstance:
@@ -124,6 +128,7 @@ def run_all(
     say = progress or (lambda _msg: None)
     quiet_dagster()
     os.environ.setdefault(PLANNED_EVENTS_ENV, "1")
+    os.environ.setdefault(EVENT_BATCH_ENV, EVENT_BATCH_SIZE)
     instance = instance_for(data_dir)
     home = os.environ["DAGSTER_HOME"]
     location.execute("survey_job", instance, run_config=QUIET, tags=CLI_TAGS)

@@ -26,19 +26,27 @@ def table_rows(tables: TableStore, scope: Scope) -> dict[str, int]:
     return {asset: tables.count_rows(asset, scope) for asset in TABLES}
 
 
-def tenant_summary(tables: TableStore, scope: Scope) -> dict[str, Any]:
+def tenant_summary(
+    tables: TableStore, scope: Scope, facts_summaries: dict[str, dict[str, int]] | None = None
+) -> dict[str, Any]:
     """Rows per stage and the two balances: landing lines in = turns + landing rejects, and
-    triples in = facts (stored earlier + new) + merged + rejects (as of the last run)."""
-    rows = table_rows(tables, scope)
+    triples in = facts (stored earlier + new) + merged + rejects (as of the last run).
+    `facts_summaries`: `tables.summaries(validated_facts)`, read once for many tenants."""
+    rows = {
+        a: tables.count_rows(a, scope)
+        for a in (Asset.RAW_TURNS, Asset.EXTRACTED_TRIPLES, Asset.VALIDATED_FACTS, Asset.ENTITIES)
+    }
     quarantine = _read(tables, Asset.QUARANTINE, scope)
     warning = pl.col("severity") == SEVERITY_WARNING
     reasons = Counter(quarantine.filter(~warning)["reason"].to_list())
     warnings = Counter(quarantine.filter(warning)["reason"].to_list())
-    log = _read(tables, Asset.EXTRACTION_LOG, scope)
+    awaiting = tables.count_rows(Asset.EXTRACTION_LOG, scope, where=pl.col("model") == "none")
     files = _read(tables, Asset.LANDING_FILES, scope)
     lines_in = int(files["records"].sum() or 0)
-    landing_rejects = _read(tables, Asset.TURN_REJECTS, scope).height
-    last = tables.summaries(Asset.VALIDATED_FACTS).get(scope.key, {})
+    landing_rejects = tables.count_rows(Asset.TURN_REJECTS, scope)
+    if facts_summaries is None:
+        facts_summaries = tables.summaries(Asset.VALIDATED_FACTS)
+    last = facts_summaries.get(scope.key, {})
     triples = {k: last.get(k, 0) for k in ("triples_in", "facts_stored", "facts_new", "merged")}
     triples["rejects"] = last.get("rejects", 0)
     return {
@@ -57,7 +65,7 @@ def tenant_summary(tables: TableStore, scope: Scope) -> dict[str, Any]:
         "warnings": sum(warnings.values()),
         "rejects_by_reason": dict(sorted(reasons.items())),
         "warnings_by_reason": dict(sorted(warnings.items())),
-        "text_turns_awaiting_extraction": log.filter(pl.col("model") == "none").height,
+        "text_turns_awaiting_extraction": awaiting,
     }
 
 
@@ -100,12 +108,17 @@ def format_summary(rows: list[dict[str, Any]]) -> str:
 
 
 def store_counts(scopes: list[Scope], cfg: Settings) -> dict[str, dict]:
-    graph, vectors = cfg.open_graph(), cfg.open_vectors()
+    from resources.vector.lite_server import lite_store_exists
+
+    # The embedded default with no vector ever stored: no server is started to count nothing.
+    lite = not cfg["MEMFLOW_MILVUS_URI"].strip()
+    graph = cfg.open_graph()
+    vectors = cfg.open_vectors() if not lite or lite_store_exists(cfg.data_dir) else None
     out: dict[str, dict] = {}
     try:
         for scope in scopes:
             counts = graph.counts(scope)
-            models = vectors.models(scope)
+            models = vectors.models(scope) if vectors is not None else {}
             out[scope.key] = {
                 "graph": f"{counts['entities']} entities, {counts['facts']} facts "
                 f"({graph.backend})",
@@ -114,7 +127,8 @@ def store_counts(scopes: list[Scope], cfg: Settings) -> dict[str, dict]:
             }
     finally:
         graph.close()
-        vectors.close()
+        if vectors is not None:
+            vectors.close()
     return out
 
 

@@ -241,6 +241,12 @@ def _start(data_dir: Path, timeout_s: float, port_hint: int | None, token: str) 
     )
 
 
+def lite_store_exists(data_dir: str | os.PathLike[str]) -> bool:
+    """Whether a Lite server ever stored anything for `data_dir` (its `milvus` folder exists):
+    when not, there is nothing to count and no server needs starting to say so."""
+    return (Path(data_dir).resolve() / DATA_SUBDIR).is_dir()
+
+
 def ensure_lite_server(
     data_dir: str | os.PathLike[str], *, timeout_s: float = START_TIMEOUT_S
 ) -> str:

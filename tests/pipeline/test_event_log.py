@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster._core.storage.event_log.base import AssetRecordsFilter
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
-from pipelines import event_log
+from pipelines import event_log, runner
 from pipelines.event_log import LocalSqliteEventLogStorage
 from pipelines.runner import instance_for, run_all
 from pipelines.settings import resolve
@@ -66,6 +67,48 @@ def test_memflow_runs_instance_uses_the_local_event_log_and_a_second_reader_sees
             assert mine == theirs and DagsterEventType.RUN_SUCCESS in theirs
         partitions = instance.get_materialized_partitions(AssetKey("validated_facts"))
         assert partitions == set(TENANTS)
+    finally:
+        reader.dispose()
+
+
+def test_a_steps_materializations_are_stored_as_one_batch_and_read_back_per_tenant(
+    env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    landing, data = env
+    monkeypatch.delenv(runner.EVENT_BATCH_ENV, raising=False)
+    batches: list[list[tuple[str, str | None]]] = []
+    original = LocalSqliteEventLogStorage.store_event_batch
+
+    def spy(self, events):
+        batches.append(
+            [
+                (e.dagster_event.asset_key.to_user_string(), e.dagster_event.partition)
+                for e in events
+            ]
+        )
+        return original(self, events)
+
+    monkeypatch.setattr(LocalSqliteEventLogStorage, "store_event_batch", spy)
+    outcome = run_all(str(landing), str(data))
+    assert not outcome.failures
+    assert os.environ[runner.EVENT_BATCH_ENV] == runner.EVENT_BATCH_SIZE
+    # one batch per asset of the ingest run, each holding every tenant
+    batched = {b[0][0]: sorted(p for _, p in b) for b in batches}
+    assert len(batches) == len(batched) >= 10
+    assert all(parts == TENANTS for parts in batched.values()), batched
+
+    reader = SqliteEventLogStorage(str(Path(DagsterInstance.get().event_log_storage._base_dir)))
+    try:
+        for asset in batched:
+            key = AssetKey(asset)
+            for tenant in TENANTS:
+                got = reader.fetch_materializations(
+                    AssetRecordsFilter(asset_key=key, asset_partitions=[tenant]), limit=5
+                ).records
+                assert len(got) == 1, (asset, tenant)
+                assert got[0].event_log_entry.dagster_event.partition == tenant
+            latest = reader.get_latest_materialization_events([key])[key]
+            assert latest is not None and latest.dagster_event.partition in TENANTS
     finally:
         reader.dispose()
 

@@ -1,0 +1,125 @@
+"""assets.metadata.quarantine_contract_failures validates a run's tenants as one frame: each
+tenant's verdict (rows kept, quarantine rows) must be the one it gets validated alone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from assets.metadata import quarantine_contract_failures
+from memflow.facts import build_facts
+from schemas.contracts import EntityContract, FactContract
+from schemas.scope import Scope
+from schemas.triples import TurnContext, items_to_triples, triples_frame
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+SECRET = "AKIA" + "IOSFODNN7EXAMPLE"
+
+# Ways to break a stored fact after triage (what the contract is the last guard against).
+BREAKS = {
+    "long_subject": ("subject", "x" * 121),
+    "secret_object": ("object", f"key {SECRET}"),
+    "confidence": ("confidence", 7.5),
+    "predicate": ("predicate", "uses lowercase"),
+    "tenant": ("tenant_id", "Not A Tenant!"),
+}
+
+
+def built(scope: Scope, n: int):
+    ctx = TurnContext(
+        scope.tenant_id, scope.ns, "2026-11-01", "s1", "t1", T0, "codex", "explicit", "explicit"
+    )
+    items = [
+        {"subject": f"svc-{i}", "predicate": "USES", "object": f"lib-{i % 3}"} for i in range(n)
+    ]
+    rows, rejects = items_to_triples(items, ctx)
+    assert rejects == []
+    return build_facts(scope, triples_frame(rows))
+
+
+def broken(df: pl.DataFrame, rows: list[tuple[int, str]]) -> pl.DataFrame:
+    out = df.to_dicts()
+    for i, kind in rows:
+        if not out:
+            break
+        column, value = BREAKS[kind]
+        out[i % len(out)][column] = value
+    return pl.DataFrame(out, schema=df.schema)
+
+
+tenant_plan = st.lists(
+    st.tuples(
+        st.integers(0, 6),  # triples of the tenant (0: an empty frame)
+        st.lists(st.tuples(st.integers(0, 10), st.sampled_from(sorted(BREAKS))), max_size=3),
+        st.booleans(),  # duplicate a fact row (the unique fact_id check)
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+def _same(a: pl.DataFrame, b: pl.DataFrame) -> bool:
+    return a.equals(b) if a.columns == b.columns else False
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tenant_plan)
+def test_a_run_validated_as_one_frame_gives_each_tenant_its_own_verdict(plan) -> None:
+    frames: dict[str, pl.DataFrame] = {}
+    for t, (n, breaks, duplicate) in enumerate(plan):
+        scope = Scope("org", f"repo{t}")
+        facts = built(scope, n).facts
+        if duplicate and facts.height:
+            facts = pl.concat([facts, facts.head(1)])
+        frames[scope.key] = broken(facts, breaks)
+
+    good, rejects = quarantine_contract_failures(frames, FactContract, "validation", ("fact_id",))
+    assert set(good) == set(rejects) == set(frames)
+    for key, df in frames.items():
+        alone_good, alone_rejects = quarantine_contract_failures(
+            {key: df}, FactContract, "validation", ("fact_id",)
+        )
+        assert _same(good[key], alone_good[key]), key
+        assert _same(rejects[key], alone_rejects[key]), key
+        assert (good[key].height < df.height) == (rejects[key].height > 0)
+        kept = set(good[key]["fact_id"].to_list()) if good[key].height else set()
+        assert kept.isdisjoint(
+            {r["fact_id"] for r in df.to_dicts() if r["tenant_id"] == "Not A Tenant!"}
+        )
+        assert (rejects[key]["tenant_id"] == Scope.parse(key).tenant_id).all()
+        assert (rejects[key]["ns"] == Scope.parse(key).ns).all()
+        assert not rejects[key]["record"].is_not_null().any()
+        assert not any(SECRET in str(v) for v in rejects[key].to_dicts())
+
+
+def test_a_row_breaking_the_contract_is_quarantined_with_its_reason_in_its_own_tenant() -> None:
+    a, b = Scope("org", "a"), Scope("org", "b")
+    fa = built(a, 4).facts
+    fb = broken(built(b, 4).facts, [(1, "long_subject"), (2, "secret_object")])
+    good, rejects = quarantine_contract_failures(
+        {a.key: fa, b.key: fb}, FactContract, "validation", ("fact_id",)
+    )
+    assert good[a.key].equals(fa) and rejects[a.key].height == 0
+    assert good[b.key].height == 2
+    assert sorted(rejects[b.key]["reason"].to_list()) == [
+        "contract:object:redacted",
+        "contract:subject:str_length",
+    ]
+    assert set(rejects[b.key]["stage"].to_list()) == {"validation"}
+
+
+def test_frames_whose_columns_differ_are_validated_one_by_one() -> None:
+    a, b = Scope("org", "a"), Scope("org", "b")
+    ea = built(a, 3).entities
+    eb = built(b, 3).entities.with_columns(pl.lit("extra").alias("extra"))
+    first = pl.int_range(pl.len()) == 0
+    eb = eb.with_columns(pl.when(first).then(pl.lit("y" * 121)).otherwise("name").alias("name"))
+    good, rejects = quarantine_contract_failures(
+        {a.key: ea, b.key: eb}, EntityContract, "validation", ("entity_id",)
+    )
+    assert good[a.key].equals(ea) and rejects[a.key].height == 0
+    assert good[b.key].height == eb.height - 1
+    assert rejects[b.key]["reason"].to_list() == ["contract:name:str_length"]
