@@ -121,15 +121,20 @@ def quarantine_contract_failures(
     anywhere. The frames of every tenant of the run are validated as one (pandera's fixed cost
     per call is most of a small tenant's validation); the contracts' frame-wide checks are per
     (tenant_id, ns) and their ids include the scope, so each tenant's verdict is its own.
-    Frames whose columns differ are validated one by one."""
+    Frames whose columns differ, or holding rows of another scope, are validated one by one."""
     keys = [k for k, df in frames.items() if df.height]
     good = {k: df for k, df in frames.items()}
     rejects = {k: _no_rejects() for k in frames}
     if not keys:
         return good, rejects
-    groups = (
-        [keys] if len({tuple(frames[k].schema.items()) for k in keys}) == 1 else [[k] for k in keys]
-    )
+    # Together: frames of one layout whose rows all carry their own tenant's scope (their ids
+    # include it, so a unique-id check cannot match across tenants). Any other frame (rows of
+    # another scope, as in a table folder copied from another tenant) is validated alone.
+    together = [k for k in keys if _own_rows(frames[k], scope_of(k))]
+    layouts = {tuple(frames[k].schema.items()) for k in together}
+    if len(layouts) != 1:
+        together = []
+    groups = ([together] if together else []) + [[k] for k in keys if k not in together]
     for group in groups:
         whole = frames[group[0]] if len(group) == 1 else pl.concat([frames[k] for k in group])
         _, violations = split_valid(whole, contract)
@@ -150,6 +155,13 @@ def quarantine_contract_failures(
             good[key] = df.with_row_index("__row").filter(~pl.col("__row").is_in(bad)).drop("__row")
             rejects[key] = conform(pl.DataFrame(out, infer_schema_length=None), QUARANTINE)
     return good, rejects
+
+
+def _own_rows(df: pl.DataFrame, scope: Scope) -> bool:
+    if "tenant_id" not in df.columns or "ns" not in df.columns:
+        return False
+    own = (pl.col("tenant_id") == scope.tenant_id) & (pl.col("ns") == scope.ns)
+    return bool(df.select(own.fill_null(False).all()).item())
 
 
 def _no_rejects() -> pl.DataFrame:

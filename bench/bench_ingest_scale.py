@@ -8,10 +8,13 @@
 agents' tool calls saving 2 triples each, the rest text turns that wait for an extractor, since
 the extractor is `none`). Side by side, in one process tree each, alternating:
 `memflow run` (every asset under Dagster, recorded in a Dagster instance) and `direct`, the same
-work through memflow's own functions with no Dagster: `ingest_turns` -> `extract_tenant` ->
-`build_facts` -> (embeddings: none) -> `sync_graph` (SQLite), writing the same tables. Reported:
-wall and CPU seconds, turns/s, peak RSS of the process (wait4), runs launched. Target: wall
-ratio <= 1.5 with <= 50 runs.
+work through memflow's own functions with no Dagster, stage by stage over every tenant:
+`ingest_turns` -> the turn contract -> `extract_tenant` -> `build_facts` -> the fact and entity
+contracts -> (embeddings: none) -> `sync_graph` (SQLite), writing the same tables. A third
+kind, `direct_no_contracts`, skips the contracts (the baseline of earlier rounds, whose tables
+equal memflow run's only for input that breaks no contract). Reported: wall and CPU seconds,
+turns/s, peak RSS of the process (wait4), runs launched. Target: wall ratio (memflow run /
+direct) <= 1.5 with <= 50 runs; the ratio to the baseline without contracts is reported too.
 
 (b) **newday**: one tenant with 60 days of history against one with 5 (40 turns a day, each
 already ingested by `memflow run`); then a new day lands for both and `memflow run --tenant`
@@ -158,12 +161,9 @@ def memflow_run(landing: Path, data: Path, cwd: Path, *tenants: str) -> dict[str
     return got
 
 
-def direct(landing: Path, data: Path, cwd: Path) -> dict[str, Any]:
-    got = measured(
-        [sys.executable, str(Path(__file__).resolve()), "--direct", str(landing), str(data)],
-        env_for(landing, data),
-        cwd,
-    )
+def direct(landing: Path, data: Path, cwd: Path, contracts: bool = True) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--direct", str(landing), str(data)]
+    got = measured(cmd + ([] if contracts else ["--no-contracts"]), env_for(landing, data), cwd)
     m = re.search(r"direct: (\d+) tenants, ([\d.]+) s", got["output"])
     if not m:
         raise RuntimeError(f"no summary line in the direct run's output:\n{got['output'][-2000:]}")
@@ -174,8 +174,13 @@ def direct(landing: Path, data: Path, cwd: Path) -> dict[str, Any]:
     return got
 
 
-def direct_main(landing: Path, data: Path) -> int:
-    """The whole pipeline through memflow's functions, no Dagster (runs in a child process)."""
+def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
+    """The whole pipeline through memflow's functions, no Dagster (runs in a child process),
+    stage by stage over every tenant as the assets go. With `contracts`, each stage's rows go
+    through the same pandera contracts the assets quarantine by (`schemas.contracts.split_valid`,
+    the run's tenants as one frame), so the turns, facts and entities stored are the ones
+    `memflow run` stores for any input (the contract rejects themselves are not written here);
+    without, contract-breaking rows would be stored (the baseline of earlier rounds)."""
     started = time.perf_counter()
     import polars as pl
 
@@ -196,7 +201,8 @@ def direct_main(landing: Path, data: Path) -> int:
     now = datetime.now(UTC)
     graph = SqliteGraphStore(data / "graph.sqlite")
 
-    stages = {"turns": 0.0, "extract": 0.0, "facts": 0.0, "sink": 0.0, "write": 0.0}
+    stages = {"turns": 0.0, "extract": 0.0, "facts": 0.0, "contracts": 0.0, "sink": 0.0,
+              "write": 0.0}  # fmt: skip
     units = {"turns": 0, "triples": 0, "facts": 0, "entities": 0, "sink_rows": 0}
 
     def write(df: pl.DataFrame, asset: str, scope) -> None:
@@ -204,11 +210,48 @@ def direct_main(landing: Path, data: Path) -> int:
         tables.write_table(conform(df, TABLES[asset]), asset, scope)
         stages["write"] += time.perf_counter() - t
 
+    def valid(frames: dict, contract) -> dict:
+        """Each tenant's rows that meet `contract`, the tenants validated as one frame."""
+        if not contracts:
+            return frames
+        from schemas.contracts import split_valid
+
+        t = time.perf_counter()
+        keys = [k for k, df in frames.items() if df.height]
+        out = dict(frames)
+        if keys:
+            whole = pl.concat([frames[k] for k in keys])
+            _, violations = split_valid(whole, contract)
+            bad = {v.row for v in violations}
+            at = 0
+            for k in keys:
+                n = frames[k].height
+                drop = [i - at for i in bad if at <= i < at + n]
+                if drop:
+                    out[k] = (
+                        frames[k]
+                        .with_row_index("__r")
+                        .filter(~pl.col("__r").is_in(drop))
+                        .drop("__r")
+                    )
+                at += n
+        stages["contracts"] += time.perf_counter() - t
+        return out
+
+    from schemas.contracts import EntityContract, FactContract, TurnContract
+
     try:
+        turns_by = {}
         for scope, files in found.items():
             t = time.perf_counter()
-            turns = ingest_turns(landing, scope, files, TurnTables.empty(), now, window).tables
+            turns_by[scope] = ingest_turns(
+                landing, scope, files, TurnTables.empty(), now, window
+            ).tables
             stages["turns"] += time.perf_counter() - t
+        good = valid({s: t.turns for s, t in turns_by.items()}, TurnContract)
+        extracted = {}
+        for scope, turns in turns_by.items():
+            turns.turns = good[scope]
             units["turns"] += turns.turns.height
             write(turns.turns, Asset.RAW_TURNS, scope)
             write(turns.rejects, Asset.TURN_REJECTS, scope)
@@ -218,23 +261,28 @@ def direct_main(landing: Path, data: Path) -> int:
                 scope, turns.turns, ExtractionTables.of(None, None, None), None, "none"
             )
             stages["extract"] += time.perf_counter() - t
-            ex = done.tables
+            ex = extracted[scope] = done.tables
             units["triples"] += ex.triples.height
             write(ex.triples, Asset.EXTRACTED_TRIPLES, scope)
             write(ex.rejects, Asset.EXTRACTION_REJECTS, scope)
             write(ex.log, Asset.EXTRACTION_LOG, scope)
+        built_by = {}
+        for scope, ex in extracted.items():
             t = time.perf_counter()
-            built = build_facts(scope, ex.triples, None, None)
+            built_by[scope] = build_facts(scope, ex.triples, None, None)
             stages["facts"] += time.perf_counter() - t
-            units["facts"] += built.facts.height
-            units["entities"] += built.entities.height
-            write(built.facts, Asset.VALIDATED_FACTS, scope)
-            write(built.entities, Asset.ENTITIES, scope)
+        facts = valid({s: b.facts for s, b in built_by.items()}, FactContract)
+        entities = valid({s: b.entities for s, b in built_by.items()}, EntityContract)
+        for scope, built in built_by.items():
+            units["facts"] += facts[scope].height
+            units["entities"] += entities[scope].height
+            write(facts[scope], Asset.VALIDATED_FACTS, scope)
+            write(entities[scope], Asset.ENTITIES, scope)
             write(
                 pl.concat(
                     [
-                        conform(turns.rejects, QUARANTINE),
-                        conform(ex.rejects, QUARANTINE),
+                        conform(turns_by[scope].rejects, QUARANTINE),
+                        conform(extracted[scope].rejects, QUARANTINE),
                         built.rejects,
                     ]
                 ),
@@ -243,7 +291,7 @@ def direct_main(landing: Path, data: Path) -> int:
             )
             write(built.merges, Asset.FACT_MERGES, scope)
             t = time.perf_counter()
-            report = sync_graph(graph, scope, built.entities, built.facts)
+            report = sync_graph(graph, scope, entities[scope], facts[scope])
             stages["sink"] += time.perf_counter() - t
             units["sink_rows"] += report.entities_written + report.facts_written
     finally:
@@ -278,7 +326,7 @@ def warm_up(work: Path) -> None:
     write_day(landing, "warm/up", 0, turns=8)
     for kind in (direct, memflow_run):
         data = work / "data-warm"
-        kind(landing, data, work)
+        kind(landing, data, work)  # type: ignore[operator]
         shutil.rmtree(data, ignore_errors=True)
 
 
@@ -289,22 +337,22 @@ def part_batch(work: Path, tenants: int, days: int, rounds: int) -> dict[str, An
         for d in range(days):
             write_day(landing, name, d)
     total_turns = tenants * days * 40
-    results: dict[str, list[dict[str, Any]]] = {"direct": [], "memflow_run": []}
+    kinds = ("direct", "direct_no_contracts", "memflow_run")
+    results: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     for r in range(rounds):
-        order = ("direct", "memflow_run") if r % 2 == 0 else ("memflow_run", "direct")
+        order = kinds if r % 2 == 0 else tuple(reversed(kinds))
         for kind in order:
             data = work / f"data-{kind}-{r}"
             shutil.rmtree(data, ignore_errors=True)
-            got = (
-                direct(landing, data, work)
-                if kind == "direct"
-                else memflow_run(landing, data, work)
-            )
+            if kind == "memflow_run":
+                got = memflow_run(landing, data, work)
+            else:
+                got = direct(landing, data, work, contracts=kind == "direct")
             got["rows"] = counts(data)
             got.pop("output")
             got["turns_per_s"] = round(total_turns / got["wall_s"], 1)
             results[kind].append(got)
-            print(f"  {kind:12} round {r}: {got['wall_s']:.1f} s wall, {got['cpu_s']:.1f} s CPU, "
+            print(f"  {kind:20} round {r}: {got['wall_s']:.1f} s wall, {got['cpu_s']:.1f} s CPU, "
                   f"{got['peak_rss_mib']:.0f} MiB, {got['runs']} runs", flush=True)  # fmt: skip
             shutil.rmtree(data, ignore_errors=True)
     best = {k: min(v, key=lambda g: g["wall_s"]) for k, v in results.items()}
@@ -314,6 +362,7 @@ def part_batch(work: Path, tenants: int, days: int, rounds: int) -> dict[str, An
         round(m["wall_s"] / d["wall_s"], 3)
         for m, d in zip(results["memflow_run"], results["direct"], strict=True)
     ]
+    plain = best["direct_no_contracts"]
     same = all(g["rows"] == results["direct"][0]["rows"] for v in results.values() for g in v)
     return {
         "tenants": tenants,
@@ -324,6 +373,8 @@ def part_batch(work: Path, tenants: int, days: int, rounds: int) -> dict[str, An
         "wall_ratio": round(ratio, 3),
         "cpu_ratio": round(cpu_ratio, 3),
         "pair_wall_ratios": pair_ratios,
+        "wall_ratio_no_contracts": round(best["memflow_run"]["wall_s"] / plain["wall_s"], 3),
+        "cpu_ratio_no_contracts": round(best["memflow_run"]["cpu_s"] / plain["cpu_s"], 3),
         "same_rows": same,
         "runs": best["memflow_run"]["runs"],
         "target_met": ratio <= TARGET_RATIO and best["memflow_run"]["runs"] <= TARGET_RUNS and same,
@@ -375,10 +426,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="pairs of (a)")
     parser.add_argument("--newday-rounds", type=int, default=3)
     parser.add_argument("--direct", nargs=2, metavar=("LANDING", "DATA"), help=argparse.SUPPRESS)
+    parser.add_argument("--no-contracts", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     if args.direct:
-        return direct_main(Path(args.direct[0]), Path(args.direct[1]))
+        return direct_main(Path(args.direct[0]), Path(args.direct[1]), not args.no_contracts)
 
     work = Path(tempfile.mkdtemp(prefix="memflow-bench-scale-"))
     result: dict[str, Any] = {
@@ -413,8 +465,10 @@ def main(argv: list[str] | None = None) -> int:
     if "batch" in result and args.part in ("all", "batch"):
         b = result["batch"]
         print(
-            f"(a) memflow run / direct: wall {b['wall_ratio']}x, CPU {b['cpu_ratio']}x, "
-            f"{b['runs']} runs; turns/s {b['best']['memflow_run']['turns_per_s']} vs "
+            f"(a) memflow run / direct: wall {b['wall_ratio']}x, CPU {b['cpu_ratio']}x "
+            f"(direct without contracts: {b['wall_ratio_no_contracts']}x, "
+            f"{b['cpu_ratio_no_contracts']}x), {b['runs']} runs; "
+            f"turns/s {b['best']['memflow_run']['turns_per_s']} vs "
             f"{b['best']['direct']['turns_per_s']}; peak RSS "
             f"{b['best']['memflow_run']['peak_rss_mib']} vs {b['best']['direct']['peak_rss_mib']} "
             f"MiB; same rows: {b['same_rows']}; target met: {b['target_met']}"

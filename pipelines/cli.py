@@ -50,9 +50,8 @@ def _print_json(value: Any) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     cfg = _settings(args)
     from pipelines.runner import run_all, terminal_progress
-    from pipelines.status import format_summary, tenant_summary
+    from pipelines.status import format_summary, tenant_summaries
     from resources.tables import TableStore
-    from schemas.tables import Asset
 
     outcome = run_all(
         cfg["MEMFLOW_LANDING_DIR"],
@@ -66,8 +65,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"no tenants found under {cfg['MEMFLOW_LANDING_DIR']}", file=sys.stderr)
         return 1
     tables = TableStore(cfg["MEMFLOW_DATA_DIR"])
-    summaries = tables.summaries(Asset.VALIDATED_FACTS)
-    rows = [tenant_summary(tables, s, summaries) for s in outcome.tenants]
+    rows = tenant_summaries(tables, outcome.tenants)
     _attach_store_counts(rows, outcome.tenants, cfg)
     print(
         f"memflow run: {len(outcome.tenants)} tenant(s), {outcome.runs} run(s), "

@@ -36,6 +36,7 @@ from typing import Any
 
 from dagster._core.events import DagsterEventType
 from dagster._core.events.log import EventLogEntry
+from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     INDEX_SHARD_NAME,
     SqliteEventLogStorage,
@@ -129,24 +130,36 @@ class LocalSqliteEventLogStorage(SqliteEventLogStorage):
                 yield conn
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
-        """A batch of one step's asset materializations (or observations) in one transaction
-        on the run's database and one on the index; other events are stored one by one."""
-        if not events or any(
-            e.dagster_event_type not in _BATCHED or e.run_id != events[0].run_id for e in events
-        ):
+        """A batch of one run's asset materializations (or observations, not both) in one
+        transaction on the run's database and one on the index; other batches are stored one
+        by one. If the index refuses the batch, the run's rows are taken back before the error
+        goes up, so Dagster's fallback (store each event alone) stores each event once."""
+        kinds = {e.dagster_event_type for e in events}
+        if not events or len(kinds) != 1 or not kinds <= _BATCHED:
+            super().store_event_batch(events)
+            return
+        if any(e.run_id != events[0].run_id for e in events):
             super().store_event_batch(events)
             return
         inserts = [self.prepare_insert_event(e) for e in events]
         with self.run_connection(events[0].run_id) as conn:
-            for statement in inserts:
-                conn.execute(statement)
-        with self.index_transaction() as conn:
-            ids = [conn.execute(statement).inserted_primary_key[0] for statement in inserts]
-            self._store_asset_event_tags(conn, list(events), ids)
-            # The asset table keeps each asset's last event, as in Dagster's own batch writes.
-            last = {e.dagster_event.asset_key: (e, i) for e, i in zip(events, ids, strict=True)}
-            for event, event_id in last.values():
-                self._store_asset_event(conn, event, event_id)
+            run_ids = [conn.execute(statement).inserted_primary_key[0] for statement in inserts]
+        try:
+            with self.index_transaction() as conn:
+                ids = [conn.execute(statement).inserted_primary_key[0] for statement in inserts]
+                self._store_asset_event_tags(conn, list(events), ids)
+                # The asset table keeps each asset's last event, as Dagster's batch writes do.
+                last = {e.dagster_event.asset_key: (e, i) for e, i in zip(events, ids, strict=True)}
+                for event, event_id in last.values():
+                    self._store_asset_event(conn, event, event_id)
+        except Exception:
+            with self.run_connection(events[0].run_id) as conn:
+                conn.execute(
+                    SqlEventLogStorageTable.delete().where(
+                        SqlEventLogStorageTable.c.id.in_(run_ids)
+                    )
+                )
+            raise
 
     def watch(self, run_id: str, cursor: str | None, callback: Any) -> None:
         if not self._obs:

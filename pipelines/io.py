@@ -5,17 +5,21 @@ range of tenants, so outputs and inputs are `{tenant_key: DataFrame}` dicts, and
 tables are stored one file per day with only changed days rewritten
 (`TableStore.write_table`).
 
-Hand-off: a table written in this process during a run is kept in memory, with the fingerprint
-of its files, and a later step of the same run that loads it gets the kept frame instead of
-reading the files back, as long as the files are still the ones it wrote (nobody wrote the
-table in between). With the in-process executor `memflow run` uses, every input of a run is
-handed off this way; a step in another process (the multiprocess executor) reads the files.
-At most `HANDOFF_MAX_ROWS` rows are kept, and only for the run that wrote them.
+Hand-off: a table this process wrote whole during a run (every file of it written by that one
+call, each file tagged with a fresh token in its Parquet metadata) is kept in memory, and a
+later step of the same run that loads it gets the kept frame instead of reading the files back,
+as long as the table's files are exactly the ones that write made (same names, same token in
+each footer: nobody wrote or removed a file in between, whatever the clock or file system).
+A per-day table of which some days were kept (unchanged) is read from its files. With the
+in-process executor `memflow run` uses, a run's new tables are handed off this way; a step in
+another process (the multiprocess executor) reads the files. At most `HANDOFF_MAX_ROWS` rows are
+kept, and only for the run that wrote them.
 """
 
 from __future__ import annotations
 
 import threading
+import uuid
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -32,17 +36,39 @@ HANDOFF_MAX_ROWS = 5_000_000
 class _Handoff:
     run_id: str = ""
     rows: int = 0
-    kept: dict[tuple[str, str, str], tuple[tuple, pl.DataFrame | None]] = field(
+    kept: dict[tuple[str, str, str], tuple[dict[str, str | None], pl.DataFrame | None]] = field(
         default_factory=dict
     )
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def keep(self, run_id: str, store: TableStore, asset: str, key: str, df: pl.DataFrame) -> None:
+    def write(
+        self, run_id: str | None, store: TableStore, asset: str, key: str, df: pl.DataFrame
+    ) -> None:
+        """Store a tenant's table (conformed to its layout) and keep it for this run's later
+        steps when the write made every file of it."""
+        conformed = tables.conform(df, tables.TABLES[asset])
+        token = uuid.uuid4().hex
+        wrote = store.write_table(conformed, asset, scope_of(key), token=token)
+        if run_id is not None and not wrote.kept:
+            self.keep(run_id, store, asset, key, conformed, token, wrote.files)
+
+    def keep(
+        self,
+        run_id: str,
+        store: TableStore,
+        asset: str,
+        key: str,
+        df: pl.DataFrame,
+        token: str,
+        files: list[str],
+    ) -> None:
+        """`df` (conformed) was just written whole by one `write_table(..., token)`, making
+        `files` (their names)."""
         try:
             frame = TableStore.as_read(df, asset)
         except ValueError:
             return
-        fingerprint = store.fingerprint(asset, scope_of(key))
+        fingerprint = dict.fromkeys(files, token)
         with self.lock:
             if run_id != self.run_id:
                 self.run_id, self.rows = run_id, 0
@@ -65,7 +91,7 @@ class _Handoff:
             if run_id != self.run_id:
                 return False, None
             kept = self.kept.get((str(store.root), asset, key))
-        if kept is None or kept[0] != store.fingerprint(asset, scope_of(key)):
+        if kept is None or kept[0] != store.write_tokens(asset, scope_of(key)):
             return False, None
         return True, None if kept[1] is None else kept[1].clone()
 
@@ -97,10 +123,7 @@ class ParquetTablesIOManager(ConfigurableIOManager):
         for key, df in obj.items():
             if not isinstance(df, pl.DataFrame):
                 raise TypeError(f"{asset} must produce polars DataFrames, got {type(df).__name__}")
-            conformed = tables.conform(df, tables.TABLES[asset])
-            store.write_table(conformed, asset, scope_of(key))
-            if run_id is not None:
-                HANDOFF.keep(run_id, store, asset, key, conformed)
+            HANDOFF.write(run_id, store, asset, key, df)
 
     def load_input(self, context: InputContext) -> dict[str, pl.DataFrame]:
         """`{tenant_key: DataFrame}` for every tenant of the run (empty tables where none)."""

@@ -30,43 +30,123 @@ def tenant_summary(
     tables: TableStore, scope: Scope, facts_summaries: dict[str, dict[str, int]] | None = None
 ) -> dict[str, Any]:
     """Rows per stage and the two balances: landing lines in = turns + landing rejects, and
-    triples in = facts (stored earlier + new) + merged + rejects (as of the last run).
-    `facts_summaries`: `tables.summaries(validated_facts)`, read once for many tenants."""
-    rows = {
-        a: tables.count_rows(a, scope)
-        for a in (Asset.RAW_TURNS, Asset.EXTRACTED_TRIPLES, Asset.VALIDATED_FACTS, Asset.ENTITIES)
-    }
-    quarantine = _read(tables, Asset.QUARANTINE, scope)
-    warning = pl.col("severity") == SEVERITY_WARNING
-    reasons = Counter(quarantine.filter(~warning)["reason"].to_list())
-    warnings = Counter(quarantine.filter(warning)["reason"].to_list())
-    awaiting = tables.count_rows(Asset.EXTRACTION_LOG, scope, where=pl.col("model") == "none")
-    files = _read(tables, Asset.LANDING_FILES, scope)
-    lines_in = int(files["records"].sum() or 0)
-    landing_rejects = tables.count_rows(Asset.TURN_REJECTS, scope)
+    triples in = facts (stored earlier + new) + merged + rejects (as of the last run)."""
+    return tenant_summaries(tables, [scope], facts_summaries)[0]
+
+
+def tenant_summaries(
+    tables: TableStore,
+    scopes: list[Scope],
+    facts_summaries: dict[str, dict[str, int]] | None = None,
+) -> list[dict[str, Any]]:
+    """`tenant_summary` of many tenants, one read per table for all of them (a per-tenant read
+    of each table costs seconds at hundreds of tenants). `facts_summaries`:
+    `tables.summaries(validated_facts)` when the caller has it."""
     if facts_summaries is None:
         facts_summaries = tables.summaries(Asset.VALIDATED_FACTS)
-    last = facts_summaries.get(scope.key, {})
-    triples = {k: last.get(k, 0) for k in ("triples_in", "facts_stored", "facts_new", "merged")}
-    triples["rejects"] = last.get("rejects", 0)
-    return {
-        "tenant": scope.key,
-        "lines_in": lines_in,
-        "turns": rows[Asset.RAW_TURNS],
-        "landing_rejects": landing_rejects,
-        "lines_accounted": lines_in == rows[Asset.RAW_TURNS] + landing_rejects,
-        "triples": rows[Asset.EXTRACTED_TRIPLES],
-        "triples_balance": triples,
-        "triples_accounted": triples["triples_in"]
-        == triples["facts_stored"] + triples["facts_new"] + triples["merged"] + triples["rejects"],
-        "facts": rows[Asset.VALIDATED_FACTS],
-        "entities": rows[Asset.ENTITIES],
-        "rejects": quarantine.height - sum(warnings.values()),
-        "warnings": sum(warnings.values()),
-        "rejects_by_reason": dict(sorted(reasons.items())),
-        "warnings_by_reason": dict(sorted(warnings.items())),
-        "text_turns_awaiting_extraction": awaiting,
+    rows = {
+        a: _rows_per_tenant(tables, a, scopes)
+        for a in (
+            Asset.RAW_TURNS,
+            Asset.EXTRACTED_TRIPLES,
+            Asset.VALIDATED_FACTS,
+            Asset.ENTITIES,
+            Asset.TURN_REJECTS,
+        )
     }
+    awaiting = _per_tenant(tables, Asset.EXTRACTION_LOG, scopes, ["model"])
+    quarantine = _per_tenant(tables, Asset.QUARANTINE, scopes, ["reason", "severity"])
+    files = _per_tenant(tables, Asset.LANDING_FILES, scopes, ["records"])
+    out = []
+    for scope in scopes:
+        key = scope.key
+        q = quarantine[key]
+        warning = pl.col("severity") == SEVERITY_WARNING
+        reasons = Counter(q.filter(~warning)["reason"].to_list())
+        warnings = Counter(q.filter(warning)["reason"].to_list())
+        lines_in = int(files[key]["records"].sum() or 0)
+        turns, landing_rejects = rows[Asset.RAW_TURNS][key], rows[Asset.TURN_REJECTS][key]
+        last = facts_summaries.get(key, {})
+        triples = {k: last.get(k, 0) for k in ("triples_in", "facts_stored", "facts_new", "merged")}
+        triples["rejects"] = last.get("rejects", 0)
+        out.append(
+            {
+                "tenant": key,
+                "lines_in": lines_in,
+                "turns": turns,
+                "landing_rejects": landing_rejects,
+                "lines_accounted": lines_in == turns + landing_rejects,
+                "triples": rows[Asset.EXTRACTED_TRIPLES][key],
+                "triples_balance": triples,
+                "triples_accounted": triples["triples_in"]
+                == triples["facts_stored"]
+                + triples["facts_new"]
+                + triples["merged"]
+                + triples["rejects"],
+                "facts": rows[Asset.VALIDATED_FACTS][key],
+                "entities": rows[Asset.ENTITIES][key],
+                "rejects": q.height - sum(warnings.values()),
+                "warnings": sum(warnings.values()),
+                "rejects_by_reason": dict(sorted(reasons.items())),
+                "warnings_by_reason": dict(sorted(warnings.items())),
+                "text_turns_awaiting_extraction": awaiting[key]
+                .filter(pl.col("model") == "none")
+                .height,
+            }
+        )
+    return out
+
+
+def _rows_per_tenant(tables: TableStore, asset: str, scopes: list[Scope]) -> dict[str, int]:
+    """Each tenant's row count of `asset`, from the footers of every tenant's files."""
+    owner = {str(p): s.key for s in scopes for p in tables.files(asset, s)}
+    out = dict.fromkeys((s.key for s in scopes), 0)
+    if owner:
+        try:
+            counts = (
+                pl.scan_parquet(list(owner), include_file_paths="__file", extra_columns="ignore")
+                .group_by("__file")
+                .len()
+                .collect()
+            )
+        except pl.exceptions.PolarsError:  # days of different versions disagree on a type
+            return {s.key: tables.count_rows(asset, s) for s in scopes}
+        for path, n in counts.iter_rows():
+            out[owner[path]] += n
+    return out
+
+
+def _per_tenant(
+    tables: TableStore, asset: str, scopes: list[Scope], columns: list[str]
+) -> dict[str, pl.DataFrame]:
+    """`columns` of `asset` for each tenant, read in one scan over every tenant's files (a
+    column a file lacks is null there); read tenant by tenant when files disagree on a type."""
+    layout = {c: TABLES[asset][c] for c in columns}
+    owner = {str(p): s.key for s in scopes for p in tables.files(asset, s)}
+    out = {s.key: pl.DataFrame(schema=layout) for s in scopes}
+    if not owner:
+        return out
+    try:
+        frame = (
+            pl.scan_parquet(
+                list(owner),
+                include_file_paths="__file",
+                missing_columns="insert",
+                extra_columns="ignore",
+            )
+            .select("__file", *columns)
+            .collect()
+        )
+    except pl.exceptions.PolarsError:
+        for scope in scopes:
+            df = tables.read_table(asset, scope)
+            if df is not None:
+                out[scope.key] = conform(df, TABLES[asset]).select(columns)
+        return out
+    frame = frame.with_columns(pl.col("__file").replace_strict(owner))
+    for (key,), part in frame.partition_by("__file", as_dict=True).items():
+        out[key] = conform(part.drop("__file"), layout)
+    return out
 
 
 def format_summary(rows: list[dict[str, Any]]) -> str:

@@ -30,12 +30,16 @@ import re
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from schemas.scope import Scope
 from schemas.tables import PER_DAY
+
+# The Parquet key-value metadata naming the write that made a file (TableStore.write).
+WRITE_TOKEN = "memflow.write"
 
 MANIFEST = "_manifest.json"
 SUMMARY = "_summary.json"
@@ -189,6 +193,7 @@ def atomic_write_parquet(
     *,
     statistics: bool = True,
     fsync: bool = False,
+    metadata: dict[str, str] | None = None,
 ) -> Path:
     """Write `df` to `target` through a temp file in the same directory and a rename; temp
     files of dead writers there are swept first. Storage failures raise `StorageError`."""
@@ -200,7 +205,7 @@ def atomic_write_parquet(
     sweep_temp_files(target.parent)
     tmp = target.parent / temp_name()
     try:
-        df.write_parquet(tmp, statistics=statistics)
+        df.write_parquet(tmp, statistics=statistics, metadata=metadata)
         if fsync:
             fd = os.open(tmp, os.O_RDONLY)
             try:
@@ -237,6 +242,19 @@ def atomic_write_text(target: str | os.PathLike[str], text: str) -> Path:
     return target
 
 
+@dataclass(frozen=True, slots=True)
+class TableWrite:
+    """What `TableStore.write_table` did: the files it wrote (names) and how many unchanged
+    day files it kept."""
+
+    files: list[str]
+    kept: int
+
+    @property
+    def written(self) -> int:
+        return len(self.files)
+
+
 class TableStore:
     def __init__(self, data_dir: str | os.PathLike[str]) -> None:
         self.root = Path(data_dir) / "tables"
@@ -245,9 +263,18 @@ class TableStore:
         base = self.root / asset / scope.tenant_id
         return base / scope.ns / f"{day}.parquet" if day else base / f"{scope.ns}.parquet"
 
-    def write(self, df: pl.DataFrame, asset: str, scope: Scope, day: str | None = None) -> Path:
-        """Atomic; raises `StorageError` (path and cause) when the storage refuses it."""
-        return atomic_write_parquet(df, self.path(asset, scope, day))
+    def write(
+        self,
+        df: pl.DataFrame,
+        asset: str,
+        scope: Scope,
+        day: str | None = None,
+        token: str | None = None,
+    ) -> Path:
+        """Atomic; raises `StorageError` (path and cause) when the storage refuses it. `token`
+        goes into the file's metadata (`write_tokens` reads it back): which write made it."""
+        metadata = {WRITE_TOKEN: token} if token else None
+        return atomic_write_parquet(df, self.path(asset, scope, day), metadata=metadata)
 
     def exists(self, asset: str, scope: Scope, day: str | None = None) -> bool:
         return self.path(asset, scope, day).exists()
@@ -311,27 +338,16 @@ class TableStore:
         """A tenant's table, per-day or not; None if it was never written."""
         return self.read_days(asset, scope) if asset in PER_DAY else self.read(asset, scope)
 
-    def fingerprint(self, asset: str, scope: Scope) -> tuple:
-        """The files of a tenant's table as they stand: (name, mtime_ns, size) of each. Equal
-        fingerprints mean nobody has written the table in between."""
-        if asset not in PER_DAY:
-            path = self.path(asset, scope)
+    def write_tokens(self, asset: str, scope: Scope) -> dict[str, str | None]:
+        """The files of a tenant's table as they stand, each with the token of the write that
+        made it (None for a file written without one): read from the footers alone."""
+        out: dict[str, str | None] = {}
+        for path in self.files(asset, scope):
             try:
-                st = path.stat()
-            except FileNotFoundError:
-                return ()
-            return ((path.name, st.st_mtime_ns, st.st_size),)
-        folder = self.root / asset / scope.tenant_id / scope.ns
-        try:
-            entries = list(os.scandir(folder))
-        except FileNotFoundError:
-            return ()
-        out = []
-        for entry in entries:
-            if entry.name.endswith(".parquet") and not entry.name.startswith("."):
-                st = entry.stat()
-                out.append((entry.name, st.st_mtime_ns, st.st_size))
-        return tuple(sorted(out))
+                out[path.name] = pl.read_parquet_metadata(path).get(WRITE_TOKEN)
+            except (FileNotFoundError, pl.exceptions.PolarsError):
+                out[path.name] = None
+        return out
 
     @staticmethod
     def as_read(df: pl.DataFrame, asset: str) -> pl.DataFrame | None:
@@ -346,14 +362,17 @@ class TableStore:
         parts = df.partition_by("day", as_dict=True, maintain_order=True)
         return pl.concat([parts[k] for k in sorted(parts)])
 
+    def files(self, asset: str, scope: Scope) -> list[Path]:
+        """The Parquet files of a tenant's table (none if never written)."""
+        if asset in PER_DAY:
+            return [self.path(asset, scope, d) for d in self.days(asset, scope)]
+        path = self.path(asset, scope)
+        return [path] if path.exists() else []
+
     def count_rows(self, asset: str, scope: Scope, where: pl.Expr | None = None) -> int:
         """Rows of a tenant's table (0 if never written): from the Parquet footers alone, or
         the rows matching `where` (reading only the columns it names)."""
-        if asset in PER_DAY:
-            paths = [self.path(asset, scope, d) for d in self.days(asset, scope)]
-        else:
-            path = self.path(asset, scope)
-            paths = [path] if path.exists() else []
+        paths = self.files(asset, scope)
         if not paths:
             return 0
         frame = pl.scan_parquet(paths, missing_columns="insert", extra_columns="ignore")
@@ -368,16 +387,20 @@ class TableStore:
             return 0
         return df.height if where is None else df.filter(where).height
 
-    def write_table(self, df: pl.DataFrame, asset: str, scope: Scope) -> dict[str, int]:
+    def write_table(
+        self, df: pl.DataFrame, asset: str, scope: Scope, token: str | None = None
+    ) -> TableWrite:
         """Store a tenant's whole table. Per-day tables: write the days whose content changed,
-        delete the days that have no row any more. Returns {"written": files, "kept": files}."""
+        delete the days that have no row any more. Every file written carries `token` (see
+        `write`)."""
         if asset not in PER_DAY:
-            self.write(df, asset, scope)
-            return {"written": 1, "kept": 0}
+            path = self.write(df, asset, scope, token=token)
+            return TableWrite([path.name], 0)
         folder = self.root / asset / scope.tenant_id / scope.ns
         manifest = self._manifest(folder)
         new: dict[str, str] = {}
-        written = kept = 0
+        written: list[str] = []
+        kept = 0
         by_day = df.partition_by("day", as_dict=True, maintain_order=True) if df.height else {}
         for (day,), part in by_day.items():
             digest = _digest(part)
@@ -385,12 +408,11 @@ class TableStore:
             if manifest.get(day) == digest and self.exists(asset, scope, day):
                 kept += 1
                 continue
-            self.write(part, asset, scope, day)
-            written += 1
+            written.append(self.write(part, asset, scope, day, token=token).name)
         for day in set(self.days(asset, scope)) - set(new):
             self.path(asset, scope, day).unlink(missing_ok=True)
         self._write_manifest(folder, new)
-        return {"written": written, "kept": kept}
+        return TableWrite(written, kept)
 
     def _manifest(self, folder: Path) -> dict[str, str]:
         try:
@@ -436,7 +458,9 @@ class TableStore:
 
 
 def _digest(df: pl.DataFrame) -> str:
-    """A content hash of a day's rows (order-sensitive; the writers sort deterministically)."""
+    """A content hash of a day's rows. Sums of row hashes: it does not see the rows' order, so
+    a day whose rows only changed order is kept as it was (the writers sort deterministically;
+    `pipelines.io` hands off only tables written whole)."""
     first = df.hash_rows(seed=0).sum()
     second = df.hash_rows(seed=7).sum()
     return f"{df.height}:{first}:{second}:{','.join(df.columns)}"

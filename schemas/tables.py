@@ -250,6 +250,8 @@ def empty(columns: dict[str, pl.DataType]) -> pl.DataFrame:
 def conform(df: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
     """Select and cast to the layout; absent columns become nulls of the right type, or the
     value `COLUMN_DEFAULTS` gives (which also fills that column's nulls)."""
+    if _in_layout(df, columns):
+        return df  # already conformed (most frames are, by the step that wrote them)
     out = _conform(df, columns)
     defaults = [
         pl.col(c).fill_null(pl.lit(v, dtype=columns[c]))
@@ -257,6 +259,16 @@ def conform(df: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:
         if c in columns
     ]
     return out.with_columns(defaults) if defaults else out
+
+
+def _in_layout(df: pl.DataFrame, columns: dict[str, pl.DataType]) -> bool:
+    """Exactly these columns in this order with these types (strictly: a time zone or a
+    time unit counts), and no null a default would fill: conforming changes nothing."""
+    if df.width != len(columns) or df.columns != list(columns):
+        return False
+    if not all(got.is_(want) for got, want in zip(df.dtypes, columns.values(), strict=True)):
+        return False
+    return not any(df[c].null_count() for c in COLUMN_DEFAULTS if c in columns)
 
 
 def _conform(df: pl.DataFrame, columns: dict[str, pl.DataType]) -> pl.DataFrame:

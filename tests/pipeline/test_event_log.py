@@ -12,7 +12,22 @@ import time
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, DagsterEventType, DagsterInstance, DagsterRunStatus, RunsFilter
+from dagster import (
+    AssetKey,
+    AssetMaterialization,
+    AssetObservation,
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRunStatus,
+    RunsFilter,
+)
+from dagster._core.events import (
+    AssetObservationData,
+    DagsterEvent,
+    DagsterEventBatchMetadata,
+    StepMaterializationData,
+)
+from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log.base import AssetRecordsFilter
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 
@@ -111,6 +126,99 @@ def test_a_steps_materializations_are_stored_as_one_batch_and_read_back_per_tena
             assert latest is not None and latest.dagster_event.partition in TENANTS
     finally:
         reader.dispose()
+
+
+def _entry(run_id: str, kind: str, key: AssetKey, partition: str, ts: float) -> EventLogEntry:
+    if kind == "M":
+        ev = DagsterEvent(
+            DagsterEventType.ASSET_MATERIALIZATION.value,
+            "job",
+            event_specific_data=StepMaterializationData(
+                AssetMaterialization(asset_key=key, partition=partition)
+            ),
+        )
+    else:
+        ev = DagsterEvent(
+            DagsterEventType.ASSET_OBSERVATION.value,
+            "job",
+            event_specific_data=AssetObservationData(
+                AssetObservation(asset_key=key, partition=partition)
+            ),
+        )
+    return EventLogEntry(
+        error_info=None,
+        level="debug",
+        user_message="",
+        run_id=run_id,
+        timestamp=ts,
+        step_key="s",
+        job_name="job",
+        dagster_event=ev,
+    )
+
+
+@pytest.mark.parametrize("kinds", ["MO", "OM", "MM", "OO"])
+def test_a_batch_reads_back_as_the_same_events_stored_one_by_one(tmp_path, kinds) -> None:
+    """Red team F2: a materialization then an observation of one asset in one batch must
+    leave the asset's latest materialization where storing them one by one leaves it."""
+    key, now = AssetKey("validated_facts"), time.time()
+    seen = {}
+    for mode in ("batch", "one_by_one"):
+        storage = LocalSqliteEventLogStorage(str(tmp_path / mode))
+        try:
+            storage.store_event(_entry("run-1", "M", key, "acme/api", now - 60))
+            batch = [_entry("run-2", k, key, f"t/{i}", now + i) for i, k in enumerate(kinds)]
+            if mode == "batch":
+                storage.store_event_batch(batch)
+            else:
+                for e in batch:
+                    SqliteEventLogStorage.store_event(storage, e)
+            latest = storage.get_latest_materialization_events([key])[key]
+            logs = [(e.dagster_event_type, e.dagster_event.partition) for e in
+                    storage.get_logs_for_run("run-2")]  # fmt: skip
+            seen[mode] = (latest.run_id, latest.dagster_event.partition, logs)
+        finally:
+            storage.dispose()
+    assert seen["batch"] == seen["one_by_one"]
+
+
+def test_an_index_failure_mid_batch_stores_each_event_once(tmp_path, monkeypatch) -> None:
+    """Red team F3: the run's database commits before the index; when the index refuses the
+    batch, Dagster stores the events again one by one, so the batch takes its rows back."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv(runner.EVENT_BATCH_ENV, runner.EVENT_BATCH_SIZE)
+    instance = instance_for(str(tmp_path))
+    storage = instance.event_log_storage
+    assert isinstance(storage, LocalSqliteEventLogStorage)
+    original = LocalSqliteEventLogStorage.index_transaction
+    failures = [1]
+
+    def flaky(self):
+        if failures:
+            failures.pop()
+            raise RuntimeError("database is locked")
+        return original(self)
+
+    monkeypatch.setattr(LocalSqliteEventLogStorage, "index_transaction", flaky)
+    key, now = AssetKey("raw_turns"), time.time()
+    tenants = ["acme/api", "acme/web", "globex/ml"]
+    try:
+        for i, tenant in enumerate(tenants):
+            instance.handle_new_event(
+                _entry("run-9", "M", key, tenant, now + i),
+                batch_metadata=DagsterEventBatchMetadata("b-1", i == len(tenants) - 1),
+            )
+        assert not failures  # the failure happened
+        logged = [
+            e.dagster_event.partition
+            for e in storage.get_logs_for_run("run-9")
+            if e.dagster_event_type == DagsterEventType.ASSET_MATERIALIZATION
+        ]
+        assert sorted(logged) == tenants
+        assert instance.get_materialized_partitions(key) == set(tenants)
+    finally:
+        instance.dispose()
 
 
 def test_an_existing_instance_file_is_left_as_it_is(tmp_path: Path, monkeypatch) -> None:

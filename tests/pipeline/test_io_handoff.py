@@ -4,7 +4,9 @@ a table anybody rewrote in between must be read from its files."""
 
 from __future__ import annotations
 
+import os
 import tempfile
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -89,22 +91,60 @@ def test_every_input_of_a_run_is_handed_off_exactly_as_its_files_read(env, spied
 
 
 def test_a_table_rewritten_after_the_step_wrote_it_is_read_from_its_files(tmp_path) -> None:
-    store = TableStore(tmp_path)
+    store, other = TableStore(tmp_path), TableStore(tmp_path)  # other: another process
     handoff = io._Handoff()
     mine = day_frame(["2026-06-01", "2026-06-02"], "mine")
     theirs = day_frame(["2026-06-01", "2026-06-02"], "theirs")
-    store.write_table(mine, Asset.RAW_TURNS, SCOPE)
-    handoff.keep("run-1", store, Asset.RAW_TURNS, SCOPE.key, mine)
+    handoff.write("run-1", store, Asset.RAW_TURNS, SCOPE.key, mine)
     found, df = handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key)
     assert found and df is not None and df["session_id"].to_list() == ["mine", "mine"]
 
-    store.write_table(theirs, Asset.RAW_TURNS, SCOPE)  # another writer, same shape
+    other.write_table(theirs, Asset.RAW_TURNS, SCOPE)  # another writer, same shape
     assert handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key) == (False, None)
 
-    handoff.keep("run-1", store, Asset.RAW_TURNS, SCOPE.key, theirs)
+    handoff.write("run-1", store, Asset.RAW_TURNS, SCOPE.key, mine)
     assert handoff.take("run-2", store, Asset.RAW_TURNS, SCOPE.key) == (False, None)
     store.path(Asset.RAW_TURNS, SCOPE, "2026-06-02").unlink()  # a day deleted
     assert handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key) == (False, None)
+
+
+def test_a_write_racing_ours_or_a_same_size_rewrite_in_one_clock_tick_is_seen(tmp_path) -> None:
+    """Red team F4: the files' identity is the token of the write in each footer, not
+    (name, mtime, size), which a rewrite of the same size within one tick of a coarse clock
+    (or a writer landing between our write and our look at the files) would leave equal."""
+    store, other, handoff = TableStore(tmp_path), TableStore(tmp_path), io._Handoff()
+    mine, theirs = day_frame(["2026-06-01"], "mine-A"), day_frame(["2026-06-01"], "mine-B")
+    path = store.path(Asset.RAW_TURNS, SCOPE, "2026-06-01")
+    second = time.time_ns() // 1_000_000_000 * 1_000_000_000
+    original = TableStore.write_table
+
+    def racing(self, df, asset, scope, token=None):
+        done = original(self, df, asset, scope, token=token)
+        os.utime(path, ns=(second, second))  # what a 1-second file system stores
+        if token is not None:  # the other writer lands right after our write
+            original(other, theirs, asset, scope)
+            os.utime(path, ns=(second, second))
+        return done
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(TableStore, "write_table", racing)
+        handoff.write("run-1", store, Asset.RAW_TURNS, SCOPE.key, mine)
+    on_disk = store.read_table(Asset.RAW_TURNS, SCOPE)
+    assert on_disk is not None and on_disk["session_id"].to_list() == ["mine-B"]
+    assert handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key) == (False, None)
+
+
+def test_a_per_day_table_with_days_kept_unchanged_is_read_from_its_files(tmp_path) -> None:
+    """Red team F5: a kept day holds its rows in the order of the write that made it, which
+    may not be the new frame's; such a table is never handed off."""
+    store, handoff = TableStore(tmp_path), io._Handoff()
+    first = day_frame(["2026-06-01"] * 3, "s")
+    handoff.write("run-0", store, Asset.RAW_TURNS, SCOPE.key, first)  # an earlier run
+    again = first.reverse()  # the same rows in another order: the day file is kept
+    handoff.write("run-1", store, Asset.RAW_TURNS, SCOPE.key, again)
+    assert handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key) == (False, None)
+    on_disk = store.read_table(Asset.RAW_TURNS, SCOPE)
+    assert on_disk is not None and on_disk["turn_id"].to_list() == ["0", "1", "2"]
 
 
 def test_a_new_run_forgets_the_last_and_the_row_bound_holds(tmp_path, monkeypatch) -> None:
@@ -112,17 +152,26 @@ def test_a_new_run_forgets_the_last_and_the_row_bound_holds(tmp_path, monkeypatc
     store = TableStore(tmp_path)
     handoff = io._Handoff()
     small, big = day_frame(["2026-06-01"], "a"), day_frame(["2026-06-01"] * 4, "b")
-    store.write_table(small, Asset.RAW_TURNS, SCOPE)
-    handoff.keep("run-1", store, Asset.RAW_TURNS, SCOPE.key, small)
+    handoff.write("run-1", store, Asset.RAW_TURNS, SCOPE.key, small)
     other = Scope("acme", "web")
-    store.write_table(big, Asset.RAW_TURNS, other)
-    handoff.keep("run-1", store, Asset.RAW_TURNS, other.key, big)  # over the bound: not kept
+    handoff.write("run-1", store, Asset.RAW_TURNS, other.key, big)  # over the bound: not kept
     assert handoff.take("run-1", store, Asset.RAW_TURNS, other.key) == (False, None)
     assert handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key)[0]
     assert handoff.rows == 1
-    handoff.keep("run-2", store, Asset.RAW_TURNS, other.key, small)
+    handoff.write("run-2", store, Asset.RAW_TURNS, other.key, small)
     assert handoff.take("run-2", store, Asset.RAW_TURNS, SCOPE.key) == (False, None)
     assert handoff.rows == 1
+
+
+def test_a_write_outside_the_io_manager_is_never_mistaken_for_ours(tmp_path) -> None:
+    store, handoff = TableStore(tmp_path), io._Handoff()
+    frame = day_frame(["2026-06-01"], "x")
+    handoff.write("run-1", store, Asset.RAW_TURNS, SCOPE.key, frame)
+    store.write_table(frame, Asset.RAW_TURNS, SCOPE)  # same content, no token: not ours
+    # the same content was kept by digest, so the file (and its token) is still ours
+    assert handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key)[0]
+    store.write(frame, Asset.RAW_TURNS, SCOPE, "2026-06-01")  # rewritten without a token
+    assert handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key) == (False, None)
 
 
 def day_frame(days: list[str], session: str) -> pl.DataFrame:
@@ -163,4 +212,3 @@ def test_as_read_is_what_reading_back_a_written_table_returns(days, asset) -> No
         else:
             assert back is not None and back.schema == expected.schema
             assert back.equals(expected)
-            assert store.fingerprint(asset, SCOPE) == store.fingerprint(asset, SCOPE)

@@ -123,3 +123,19 @@ def test_frames_whose_columns_differ_are_validated_one_by_one() -> None:
     assert good[a.key].equals(ea) and rejects[a.key].height == 0
     assert good[b.key].height == eb.height - 1
     assert rejects[b.key]["reason"].to_list() == ["contract:name:str_length"]
+
+
+def test_a_tenant_holding_copies_of_another_tenants_rows_never_costs_that_tenant_a_fact() -> None:
+    """Red team F1: `acme/api` renamed `acme/api-v2` by copying its table folders, so the
+    copy's stored facts carry `acme/api`'s scope and ids. Validated as one frame, the unique
+    fact_id check would see both tenants' rows and quarantine the innocent tenant's facts."""
+    a, b = Scope("acme", "api"), Scope("acme", "api-v2")
+    stored_a = built(a, 3).facts
+    frames = {a.key: stored_a, b.key: pl.concat([stored_a.clone(), built(b, 1).facts])}
+    good, rejects = quarantine_contract_failures(frames, FactContract, "validation", ("fact_id",))
+    for key, df in frames.items():
+        alone_good, alone_rejects = quarantine_contract_failures(
+            {key: df}, FactContract, "validation", ("fact_id",)
+        )
+        assert rejects[key].height == alone_rejects[key].height == 0, key
+        assert good[key].equals(alone_good[key]) and good[key].equals(df), key

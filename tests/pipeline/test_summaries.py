@@ -1,0 +1,105 @@
+"""The run summary reads each table once for every tenant (pipelines.status.tenant_summaries):
+it must say, for each tenant, what reading that tenant's tables one by one says, also when
+day files written by different versions disagree on columns or types."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import polars as pl
+import pytest
+
+from pipelines.runner import run_all
+from pipelines.settings import resolve
+from pipelines.status import tenant_summaries, tenant_summary
+from resources.settings import DEFAULTS
+from resources.tables import TableStore
+from resources.vector.lite_server import stop_lite_server
+from schemas.rules import SEVERITY_WARNING
+from schemas.scope import Scope
+from schemas.tables import TABLES, Asset, conform, empty
+from tests.e2e.test_troubled_landing import build
+
+
+def read(tables: TableStore, asset: str, scope: Scope) -> pl.DataFrame:
+    df = tables.read_table(asset, scope)
+    return conform(df, TABLES[asset]) if df is not None else empty(TABLES[asset])
+
+
+def one_by_one(tables: TableStore, scope: Scope) -> dict[str, Any]:
+    """The summary as the CLI computed it before, a table read at a time."""
+    n = {a: read(tables, a, scope).height for a in TABLES}
+    quarantine = read(tables, Asset.QUARANTINE, scope)
+    warning = pl.col("severity") == SEVERITY_WARNING
+    reasons = Counter(quarantine.filter(~warning)["reason"].to_list())
+    warnings = Counter(quarantine.filter(warning)["reason"].to_list())
+    log = read(tables, Asset.EXTRACTION_LOG, scope)
+    lines_in = int(read(tables, Asset.LANDING_FILES, scope)["records"].sum() or 0)
+    last = tables.summaries(Asset.VALIDATED_FACTS).get(scope.key, {})
+    triples = {k: last.get(k, 0) for k in ("triples_in", "facts_stored", "facts_new", "merged")}
+    triples["rejects"] = last.get("rejects", 0)
+    return {
+        "tenant": scope.key,
+        "lines_in": lines_in,
+        "turns": n[Asset.RAW_TURNS],
+        "landing_rejects": n[Asset.TURN_REJECTS],
+        "lines_accounted": lines_in == n[Asset.RAW_TURNS] + n[Asset.TURN_REJECTS],
+        "triples": n[Asset.EXTRACTED_TRIPLES],
+        "triples_balance": triples,
+        "triples_accounted": triples["triples_in"]
+        == triples["facts_stored"] + triples["facts_new"] + triples["merged"] + triples["rejects"],
+        "facts": n[Asset.VALIDATED_FACTS],
+        "entities": n[Asset.ENTITIES],
+        "rejects": quarantine.height - sum(warnings.values()),
+        "warnings": sum(warnings.values()),
+        "rejects_by_reason": dict(sorted(reasons.items())),
+        "warnings_by_reason": dict(sorted(warnings.items())),
+        "text_turns_awaiting_extraction": log.filter(pl.col("model") == "none").height,
+    }
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("summaries")
+    landing, data = tmp / "landing", tmp / "data"
+    build(landing, tmp / "outside.jsonl")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("DAGSTER_HOME", raising=False)
+        for name in DEFAULTS:
+            mp.delenv(name, raising=False)
+        mp.setenv("MEMFLOW_EMBEDDER", "none")
+        resolve({"MEMFLOW_LANDING_DIR": str(landing), "MEMFLOW_DATA_DIR": str(data)}, tmp / "x")
+        outcome = run_all(str(landing), str(data))
+        stop_lite_server(data)
+    assert not outcome.failures
+    return data, outcome.tenants
+
+
+def test_every_tenants_summary_is_what_its_own_tables_say(stored) -> None:
+    data, scopes = stored
+    tables = TableStore(data)
+    never = Scope("nobody", "here")  # a tenant with no table at all
+    got = tenant_summaries(tables, [*scopes, never])
+    assert got == [one_by_one(tables, s) for s in [*scopes, never]]
+    assert any(r["rejects"] for r in got) and any(r["warnings"] for r in got)
+    assert tenant_summary(tables, scopes[0]) == got[0]
+
+
+def test_day_files_of_different_versions_are_summarised_like_the_rest(stored, tmp_path) -> None:
+    data, scopes = stored
+    tables = TableStore(data)
+    scope = next(s for s in scopes if tables.days(Asset.EXTRACTION_LOG, s))
+    day = tables.days(Asset.EXTRACTION_LOG, scope)[0]
+    path = tables.path(Asset.EXTRACTION_LOG, scope, day)
+    original = pl.read_parquet(path)
+    try:
+        # an older day file: no `model` column, an extra one, another type for a count
+        older = original.drop("model").with_columns(pl.lit("x").alias("legacy"))
+        older.write_parquet(path)
+        assert tenant_summaries(tables, scopes) == [one_by_one(tables, s) for s in scopes]
+        typed = original.with_columns(pl.col("model").cast(pl.Categorical))
+        typed.write_parquet(path)
+        assert tenant_summaries(tables, scopes) == [one_by_one(tables, s) for s in scopes]
+    finally:
+        original.write_parquet(path)
