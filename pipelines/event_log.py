@@ -14,9 +14,13 @@ run (bench/bench_ingest_scale.py, BENCHMARKS.md "Ingestion at scale").
 - `PRAGMA synchronous=NORMAL` on its connections. In WAL mode that is still crash-safe for
   the database (a power cut can lose the last transactions, never corrupt the file); a lost
   event of a run that was running is what run monitoring and re-execution already handle;
-- `store_event_batch` for materializations and observations: with `DAGSTER_EVENT_BATCH_SIZE`
-  set (`memflow run` sets it), the per-tenant materializations of one asset are written in
-  one transaction per database instead of two per event, as Dagster's PostgreSQL storage does.
+- `store_event_batch` for materializations, observations and planned materializations: with
+  `DAGSTER_EVENT_BATCH_SIZE` set (`memflow run` sets it), the per-tenant materializations of
+  one asset are written in one transaction per database instead of two per event, as
+  Dagster's PostgreSQL storage does;
+- `has_table` remembers the tables it found (Dagster asks before most asset-event writes and
+  partition queries, opening a new engine each time); tables are only ever added, and `wipe`
+  forgets them.
 
 The UI's live run view watches each run's database file for changes; with kept connections new
 events land in the `-wal` file first, so `watch` also listens to it.
@@ -94,6 +98,7 @@ class LocalSqliteEventLogStorage(SqliteEventLogStorage):
     def __init__(self, base_dir: str, inst_data: Any = None) -> None:
         self._engines: OrderedDict[str, Engine] = OrderedDict()
         self._engines_lock = threading.Lock()
+        self._tables_found: set[str] = set()
         super().__init__(base_dir, inst_data=inst_data)
 
     @classmethod
@@ -129,11 +134,20 @@ class LocalSqliteEventLogStorage(SqliteEventLogStorage):
             with engine.connect() as conn, conn.begin():
                 yield conn
 
+    def has_table(self, table_name: str) -> bool:
+        if table_name in self._tables_found:
+            return True
+        found = super().has_table(table_name)
+        if found:
+            self._tables_found.add(table_name)
+        return found
+
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
-        """A batch of one run's asset materializations (or observations, not both) in one
-        transaction on the run's database and one on the index; other batches are stored one
-        by one. If the index refuses the batch, the run's rows are taken back before the error
-        goes up, so Dagster's fallback (store each event alone) stores each event once."""
+        """A batch of one run's asset materializations (or observations, or planned
+        materializations: one kind) in one transaction on the run's database and one on the
+        index; other batches are stored one by one. If the index refuses the batch, the run's
+        rows are taken back before the error goes up, so Dagster's fallback (store each event
+        alone) stores each event once."""
         kinds = {e.dagster_event_type for e in events}
         if not events or len(kinds) != 1 or not kinds <= _BATCHED:
             super().store_event_batch(events)
@@ -148,9 +162,12 @@ class LocalSqliteEventLogStorage(SqliteEventLogStorage):
             with self.index_transaction() as conn:
                 ids = [conn.execute(statement).inserted_primary_key[0] for statement in inserts]
                 self._store_asset_event_tags(conn, list(events), ids)
-                # The asset table keeps each asset's last event, as Dagster's batch writes do.
-                last = {e.dagster_event.asset_key: (e, i) for e, i in zip(events, ids, strict=True)}
-                for event, event_id in last.values():
+                pairs = list(zip(events, ids, strict=True))
+                if kinds == {DagsterEventType.ASSET_MATERIALIZATION_PLANNED}:
+                    keep = pairs  # few, and each may set its own asset's columns: all, in order
+                else:  # the asset table keeps each asset's last event, as Dagster's batches do
+                    keep = list({e.dagster_event.asset_key: (e, i) for e, i in pairs}.values())
+                for event, event_id in keep:
                     self._store_asset_event(conn, event, event_id)
         except Exception:
             with self.run_connection(events[0].run_id) as conn:
@@ -178,6 +195,7 @@ class LocalSqliteEventLogStorage(SqliteEventLogStorage):
 
     def wipe(self) -> None:
         # Run shards are deleted as files: no connection may stay open on them.
+        self._tables_found.clear()
         self._dispose_engines()
         super().wipe()
 

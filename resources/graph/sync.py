@@ -130,9 +130,9 @@ def graph_equals_table(
     The store's rows are re-hashed from what it returns (not from the hashes it keeps), so an
     edit made behind the sink's back shows up as `changed`.
     """
-    entities, facts = records_from_tables(entities_df, facts_df, scope=scope)
-    table_e = {e.entity_id: e.row_hash for e in entities}
-    table_f = {f.fact_id: f.row_hash for f in facts}
+    rows = _TableRows.read(entities_df, facts_df, scope)  # the hashes records would carry
+    table_e = dict(zip((r[0] for r in rows.entities), rows.entity_hashes, strict=True))
+    table_f = dict(zip((r[0] for r in rows.facts), rows.fact_hashes, strict=True))
     store_e = {e.entity_id: entity_hash(e) for e in store.entities(scope)}
     store_f = {f.fact_id: fact_hash(f) for f in store.facts(scope)}
     details: dict[str, Any] = {

@@ -22,6 +22,7 @@ from dagster import (
     RunsFilter,
 )
 from dagster._core.events import (
+    AssetMaterializationPlannedData,
     AssetObservationData,
     DagsterEvent,
     DagsterEventBatchMetadata,
@@ -129,7 +130,13 @@ def test_a_steps_materializations_are_stored_as_one_batch_and_read_back_per_tena
 
 
 def _entry(run_id: str, kind: str, key: AssetKey, partition: str, ts: float) -> EventLogEntry:
-    if kind == "M":
+    if kind == "P":
+        ev = DagsterEvent(
+            DagsterEventType.ASSET_MATERIALIZATION_PLANNED.value,
+            "job",
+            event_specific_data=AssetMaterializationPlannedData(key, partition=partition),
+        )
+    elif kind == "M":
         ev = DagsterEvent(
             DagsterEventType.ASSET_MATERIALIZATION.value,
             "job",
@@ -157,7 +164,7 @@ def _entry(run_id: str, kind: str, key: AssetKey, partition: str, ts: float) -> 
     )
 
 
-@pytest.mark.parametrize("kinds", ["MO", "OM", "MM", "OO"])
+@pytest.mark.parametrize("kinds", ["MO", "OM", "MM", "OO", "PP", "PM", "PPM"])
 def test_a_batch_reads_back_as_the_same_events_stored_one_by_one(tmp_path, kinds) -> None:
     """Red team F2: a materialization then an observation of one asset in one batch must
     leave the asset's latest materialization where storing them one by one leaves it."""
@@ -176,7 +183,15 @@ def test_a_batch_reads_back_as_the_same_events_stored_one_by_one(tmp_path, kinds
             latest = storage.get_latest_materialization_events([key])[key]
             logs = [(e.dagster_event_type, e.dagster_event.partition) for e in
                     storage.get_logs_for_run("run-2")]  # fmt: skip
-            seen[mode] = (latest.run_id, latest.dagster_event.partition, logs)
+            record = storage.get_asset_records([key])[0].asset_entry
+            planned = storage.get_latest_planned_materialization_info(key)
+            seen[mode] = (
+                latest.run_id,
+                latest.dagster_event.partition,
+                logs,
+                record.last_run_id,
+                planned.run_id if planned else None,
+            )
         finally:
             storage.dispose()
     assert seen["batch"] == seen["one_by_one"]
