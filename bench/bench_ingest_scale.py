@@ -177,8 +177,9 @@ def direct(landing: Path, data: Path, cwd: Path, contracts: bool = True) -> dict
 def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
     """The whole pipeline through memflow's functions, no Dagster (runs in a child process),
     stage by stage over every tenant as the assets go. With `contracts`, each stage's rows go
-    through the same pandera contracts the assets quarantine by (`schemas.contracts.split_valid`,
-    the run's tenants as one frame), so the turns, facts and entities stored are the ones
+    through the same pandera contracts the assets quarantine by
+    (`assets.metadata.quarantine_contract_failures`, the run's tenants as one frame: no Dagster
+    in it), so the turns, facts and entities stored are the ones
     `memflow run` stores for any input (the contract rejects themselves are not written here);
     without, contract-breaking rows would be stored (the baseline of earlier rounds)."""
     started = time.perf_counter()
@@ -211,32 +212,18 @@ def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
         stages["write"] += time.perf_counter() - t
 
     def valid(frames: dict, contract) -> dict:
-        """Each tenant's rows that meet `contract`, the tenants validated as one frame."""
+        """Each tenant's rows that meet `contract`, the tenants validated as one frame (the
+        function the assets quarantine with; its quarantine rows are not written here)."""
         if not contracts:
             return frames
-        from schemas.contracts import split_valid
+        from assets.metadata import quarantine_contract_failures
 
         t = time.perf_counter()
-        keys = [k for k, df in frames.items() if df.height]
-        out = dict(frames)
-        if keys:
-            whole = pl.concat([frames[k] for k in keys])
-            _, violations = split_valid(whole, contract)
-            bad = {v.row for v in violations}
-            at = 0
-            for k in keys:
-                n = frames[k].height
-                drop = [i - at for i in bad if at <= i < at + n]
-                if drop:
-                    out[k] = (
-                        frames[k]
-                        .with_row_index("__r")
-                        .filter(~pl.col("__r").is_in(drop))
-                        .drop("__r")
-                    )
-                at += n
+        good, _ = quarantine_contract_failures(
+            {s.key: df for s, df in frames.items()}, contract, "bench"
+        )
         stages["contracts"] += time.perf_counter() - t
-        return out
+        return {s: good[s.key] for s in frames}
 
     from schemas.contracts import EntityContract, FactContract, TurnContract
 
