@@ -12,8 +12,9 @@ as long as the table's files are exactly the ones that write made (same names, s
 each footer: nobody wrote or removed a file in between, whatever the clock or file system).
 A per-day table of which some days were kept (unchanged) is read from its files. With the
 in-process executor `memflow run` uses, a run's new tables are handed off this way; a step in
-another process (the multiprocess executor) reads the files. At most `HANDOFF_MAX_ROWS` rows are
-kept, and only for the run that wrote them.
+another process (the multiprocess executor) reads the files. At most `HANDOFF_MAX_BYTES` of
+frames are kept (polars' estimate), and only for the run that wrote them: a bigger run reads
+the rest back, as it did before.
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ from assets.partitions import scope_of
 from resources.tables import TableStore
 from schemas import tables
 
-HANDOFF_MAX_ROWS = 5_000_000
+HANDOFF_MAX_BYTES = 512 * 1024 * 1024
 
 
 @dataclass
 class _Handoff:
     run_id: str = ""
-    rows: int = 0
+    size: int = 0  # bytes kept
     kept: dict[tuple[str, str, str], tuple[dict[str, str | None], pl.DataFrame | None]] = field(
         default_factory=dict
     )
@@ -71,17 +72,17 @@ class _Handoff:
         fingerprint = dict.fromkeys(files, token)
         with self.lock:
             if run_id != self.run_id:
-                self.run_id, self.rows = run_id, 0
+                self.run_id, self.size = run_id, 0
                 self.kept.clear()
             slot = (str(store.root), asset, key)
             old = self.kept.pop(slot, None)
             if old is not None and old[1] is not None:
-                self.rows -= old[1].height
-            size = 0 if frame is None else frame.height
-            if self.rows + size > HANDOFF_MAX_ROWS:
+                self.size -= old[1].estimated_size()
+            size = 0 if frame is None else frame.estimated_size()
+            if self.size + size > HANDOFF_MAX_BYTES:
                 return
             self.kept[slot] = (fingerprint, frame)
-            self.rows += size
+            self.size += size
 
     def take(
         self, run_id: str, store: TableStore, asset: str, key: str

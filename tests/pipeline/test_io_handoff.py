@@ -147,20 +147,22 @@ def test_a_per_day_table_with_days_kept_unchanged_is_read_from_its_files(tmp_pat
     assert on_disk is not None and on_disk["turn_id"].to_list() == ["0", "1", "2"]
 
 
-def test_a_new_run_forgets_the_last_and_the_row_bound_holds(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(io, "HANDOFF_MAX_ROWS", 3)
+def test_a_new_run_forgets_the_last_and_the_size_bound_holds(tmp_path, monkeypatch) -> None:
     store = TableStore(tmp_path)
     handoff = io._Handoff()
-    small, big = day_frame(["2026-06-01"], "a"), day_frame(["2026-06-01"] * 4, "b")
+    small, big = day_frame(["2026-06-01"], "a"), day_frame(["2026-06-01"] * 40, "b")
+    monkeypatch.setattr(io, "HANDOFF_MAX_BYTES", small.estimated_size() * 2)
     handoff.write("run-1", store, Asset.RAW_TURNS, SCOPE.key, small)
     other = Scope("acme", "web")
     handoff.write("run-1", store, Asset.RAW_TURNS, other.key, big)  # over the bound: not kept
     assert handoff.take("run-1", store, Asset.RAW_TURNS, other.key) == (False, None)
     assert handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key)[0]
-    assert handoff.rows == 1
+    assert handoff.size == small.estimated_size()
+    handoff.write("run-1", store, Asset.RAW_TURNS, SCOPE.key, small)  # rewritten: counted once
+    assert handoff.size == small.estimated_size()
     handoff.write("run-2", store, Asset.RAW_TURNS, other.key, small)
     assert handoff.take("run-2", store, Asset.RAW_TURNS, SCOPE.key) == (False, None)
-    assert handoff.rows == 1
+    assert handoff.size == small.estimated_size()
 
 
 def test_a_write_outside_the_io_manager_is_never_mistaken_for_ours(tmp_path) -> None:
