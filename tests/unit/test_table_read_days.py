@@ -43,6 +43,16 @@ def day_frame(draw) -> pl.DataFrame:
     return pl.DataFrame(list(data.values()))
 
 
+def stored_days(root: Path, frames: list[pl.DataFrame]) -> TableStore:
+    """A store holding each frame as one day file, written as is (as another version would)."""
+    store = TableStore(root)
+    for i, frame in enumerate(frames):
+        path = store.path(ASSET, SCOPE, f"2026-06-{i + 1:02d}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame.write_parquet(path)
+    return store
+
+
 def reference(frames: list[pl.DataFrame]) -> pl.DataFrame | None:
     kept = [f for f in frames if f.width]
     return pl.concat(kept, how="diagonal_relaxed") if kept else None
@@ -59,11 +69,7 @@ def test_read_days_equals_reading_each_day_and_aligning_by_name(frames) -> None:
     else:
         combinable = True
     with tempfile.TemporaryDirectory() as tmp:
-        store = TableStore(Path(tmp))
-        for i, frame in enumerate(frames):
-            path = store.path(ASSET, SCOPE, f"2026-06-{i + 1:02d}")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            frame.write_parquet(path)
+        store = stored_days(Path(tmp), frames)
         if not combinable:
             try:
                 store.read_days(ASSET, SCOPE)
@@ -95,11 +101,7 @@ def test_days_that_agree_are_read_in_day_order(tmp_path: Path) -> None:
 @given(st.lists(day_frame(), min_size=1, max_size=4))
 def test_count_rows_equals_the_height_of_what_read_days_returns(frames) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        store = TableStore(Path(tmp))
-        for i, frame in enumerate(frames):
-            path = store.path(ASSET, SCOPE, f"2026-06-{i + 1:02d}")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            frame.write_parquet(path)
+        store = stored_days(Path(tmp), frames)
         try:
             df = store.read_days(ASSET, SCOPE)
         except pl.exceptions.PolarsError:
