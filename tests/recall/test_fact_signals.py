@@ -217,13 +217,20 @@ def test_a_named_day_brings_that_days_facts_forward(graph: SqliteGraphStore) -> 
     ]
 
 
-def test_spread_lifts_facts_about_the_entity_of_the_best_fact(graph: SqliteGraphStore) -> None:
-    audrey = Memory(Scope("locomo", "conv-z"))
+def _audrey_and_pepper(graph: SqliteGraphStore, ns: str) -> tuple[Memory, FactRecord]:
+    """Audrey adopted Pepper, Pepper's breed is one hop away, and 30 of Audrey's hobbies crowd
+    the question's words: (the memory, loaded into `graph`; the breed fact)."""
+    audrey = Memory(Scope("locomo", ns))
     audrey.fact("Audrey", "ADOPTED", "Pepper")
     breed = audrey.fact("Pepper", "HAS_BREED", "Lab mix")
     for n in range(30):
         audrey.fact("Audrey", "LIKES", f"hobby {n}")
     audrey.load(graph)
+    return audrey, breed
+
+
+def test_spread_lifts_facts_about_the_entity_of_the_best_fact(graph: SqliteGraphStore) -> None:
+    audrey, breed = _audrey_and_pepper(graph, "conv-z")
     question = "which dog did Audrey adopt"
     # Lexical feedback also reaches the breed ("pepper" is a word of the best fact): off, so
     # this measures the spread alone.
@@ -297,12 +304,7 @@ def test_graph_distance_is_a_prior_only_from_entry_entities_the_question_names()
 def test_lexical_feedback_lifts_facts_about_what_the_best_facts_name(
     graph: SqliteGraphStore,
 ) -> None:
-    audrey = Memory(Scope("locomo", "conv-f"))
-    audrey.fact("Audrey", "ADOPTED", "Pepper")
-    breed = audrey.fact("Pepper", "HAS_BREED", "Lab mix")
-    for n in range(30):
-        audrey.fact("Audrey", "LIKES", f"hobby {n}")
-    audrey.load(graph)
+    audrey, breed = _audrey_and_pepper(graph, "conv-f")
     question = "which dog did Audrey adopt"
     alone = RecallConfig(spread_weight=0.0)  # the feedback without the spread's help
     fed = RecallService(graph, config=alone).recall(audrey.scope, question)
