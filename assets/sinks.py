@@ -54,15 +54,14 @@ def graph_sink(
     validated_facts: dict[str, pl.DataFrame],
     graph: GraphStoreResource,
 ):
-    from resources.graph.sync import graph_equals_table, sync_graph
+    from resources.graph.sync import sync_and_check
 
     mismatched: dict[str, dict] = {}
     with graph.open() as store:
         for scope in run_scopes(context):
             ents = entities.get(scope.key, empty(ENTITIES))
             facts = validated_facts.get(scope.key, empty(FACTS))
-            report = sync_graph(store, scope, ents, facts)
-            equal, diff = graph_equals_table(store, scope, ents, facts)
+            report, equal, diff = sync_and_check(store, scope, ents, facts)
             if not equal:
                 mismatched[scope.key] = diff
             tenant_metadata(

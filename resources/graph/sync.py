@@ -89,7 +89,22 @@ def sync_graph(
     store: GraphStore, scope: Scope, entities_df: pl.DataFrame, facts_df: pl.DataFrame
 ) -> GraphSyncReport:
     started = time.perf_counter()
+    return _sync(store, scope, _TableRows.read(entities_df, facts_df, scope), started)
+
+
+def sync_and_check(
+    store: GraphStore, scope: Scope, entities_df: pl.DataFrame, facts_df: pl.DataFrame
+) -> tuple[GraphSyncReport, bool, dict[str, Any]]:
+    """`sync_graph`, then `graph_equals_table` on the same tables, reading and hashing the
+    tables once (the graph sink's step: the table side is most of a check's cost)."""
+    started = time.perf_counter()
     rows = _TableRows.read(entities_df, facts_df, scope)
+    report = _sync(store, scope, rows, started)
+    equal, details = _compare(store, scope, rows)
+    return report, equal, details
+
+
+def _sync(store: GraphStore, scope: Scope, rows: _TableRows, started: float) -> GraphSyncReport:
     stored_entities, stored_facts = store.row_hashes(scope)
     # Records are built only for rows that need writing: a no-change sync only hashes.
     new_entities = [
@@ -130,7 +145,10 @@ def graph_equals_table(
     The store's rows are re-hashed from what it returns (not from the hashes it keeps), so an
     edit made behind the sink's back shows up as `changed`.
     """
-    rows = _TableRows.read(entities_df, facts_df, scope)  # the hashes records would carry
+    return _compare(store, scope, _TableRows.read(entities_df, facts_df, scope))
+
+
+def _compare(store: GraphStore, scope: Scope, rows: _TableRows) -> tuple[bool, dict[str, Any]]:
     table_e = dict(zip((r[0] for r in rows.entities), rows.entity_hashes, strict=True))
     table_f = dict(zip((r[0] for r in rows.facts), rows.fact_hashes, strict=True))
     store_e = {e.entity_id: entity_hash(e) for e in store.entities(scope)}

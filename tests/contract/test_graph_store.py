@@ -20,7 +20,12 @@ import pytest
 from resources.graph.base import GraphStore, GraphStoreError
 from resources.graph.factory import open_graph_store
 from resources.graph.sqlite import SqliteGraphStore
-from resources.graph.sync import graph_equals_table, records_from_tables, sync_graph
+from resources.graph.sync import (
+    graph_equals_table,
+    records_from_tables,
+    sync_and_check,
+    sync_graph,
+)
 from schemas.records import EntityRecord, FactRecord
 from schemas.scope import Scope
 from schemas.tables import ENTITIES, FACTS
@@ -646,6 +651,62 @@ def test_sync_repairs_edits_made_behind_its_back(
     report = sync_graph(graph_store, scope, entities, facts)
     assert report.facts_written == 2
     assert graph_equals_table(graph_store, scope, entities, facts)[0]
+
+
+def test_sync_and_check_is_sync_then_check_on_every_table_version(
+    graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    """The graph sink's one-pass step equals `sync_graph` then `graph_equals_table`, version after
+    version (new, renamed, fewer rows, restated sources), on two scopes of the same store."""
+    fused, apart = new_scope("fused"), new_scope("apart")
+    versions = []
+    for scope in (fused, apart):
+        entities, facts = tables(scope)
+        renamed = entities.with_columns(
+            pl.when(pl.col("entity_id") == "e2")
+            .then(pl.lit("Renamed"))
+            .otherwise(pl.col("name"))
+            .alias("name")
+        )
+        fewer = (
+            renamed.filter(pl.col("entity_id") != "e5"),
+            facts.filter(pl.col("fact_id") != "f4"),
+        )
+        restated = facts.with_columns(
+            pl.col("sources").list.concat(pl.lit([{"session_id": "s9", "turn_id": "t9"}]))
+        )
+        versions.append([(entities, facts), (renamed, facts), fewer, (entities, restated)])
+    for (ents_f, facts_f), (ents_a, facts_a) in zip(*versions, strict=True):
+        report, equal, details = sync_and_check(graph_store, fused, ents_f, facts_f)
+        expected = sync_graph(graph_store, apart, ents_a, facts_a)
+        assert (equal, details) == graph_equals_table(graph_store, apart, ents_a, facts_a)
+        assert equal
+        assert {**report.to_dict(), "seconds": 0} == {**expected.to_dict(), "seconds": 0}
+
+
+class _LosesAFact:
+    """A store whose fact writes drop the last fact: a sink that trusted its writes would
+    report success."""
+
+    def __init__(self, store: GraphStore) -> None:
+        self._store = store
+
+    def upsert_facts(self, scope: Scope, facts: list[FactRecord]) -> int:
+        return self._store.upsert_facts(scope, facts[:-1])
+
+    def __getattr__(self, name: str):
+        return getattr(self._store, name)
+
+
+def test_sync_and_check_sees_a_write_the_store_lost(
+    graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    scope = new_scope()
+    entities, facts = tables(scope)
+    _, equal, details = sync_and_check(_LosesAFact(graph_store), scope, entities, facts)  # type: ignore[arg-type]
+    assert not equal
+    assert details["sample"] == {"missing_facts": ["f4"]}
+    assert details["store_facts"] == 4 and details["table_facts"] == 5
 
 
 def test_sync_refuses_rows_of_another_scope(graph_store: GraphStore, new_scope: Scopes) -> None:
