@@ -63,7 +63,7 @@ def test_memflow_runs_instance_uses_the_local_event_log_and_a_second_reader_sees
 ) -> None:
     landing, data = env
     outcome = run_all(str(landing), str(data))
-    assert not outcome.failures and outcome.runs == 2
+    assert not outcome.failures and outcome.runs == 1
     instance = DagsterInstance.get()
     assert type(instance.event_log_storage) is LocalSqliteEventLogStorage
     base = Path(instance.event_log_storage._base_dir)
@@ -76,7 +76,7 @@ def test_memflow_runs_instance_uses_the_local_event_log_and_a_second_reader_sees
             got = reader.get_latest_materialization_events([AssetKey(key)])[AssetKey(key)]
             assert got is not None, key
         runs = instance.get_runs(RunsFilter(statuses=[DagsterRunStatus.SUCCESS]))
-        assert len(runs) == 2
+        assert len(runs) == 1
         for run in runs:
             mine = [e.dagster_event_type for e in instance.all_logs(run.run_id)]
             theirs = [e.dagster_event_type for e in reader.get_logs_for_run(run.run_id)]
@@ -263,6 +263,71 @@ def test_kept_engines_are_bounded_and_wipe_releases_them(tmp_path: Path, monkeyp
         storage.wipe()
         assert list(storage._engines) in ([], ["index"])
         assert not list((tmp_path / "runs").glob("run-*.db"))
+    finally:
+        storage.dispose()
+
+
+def _schema(db: Path) -> tuple[list[tuple[str, str]], str | None, str]:
+    """A SQLite file's tables and indexes (their SQL), its alembic revision, its journal mode."""
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        sql = sorted(conn.execute("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL"))
+        revision = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    return sql, revision[0] if revision else None, mode
+
+
+def test_new_shards_and_index_are_created_as_dagster_creates_them(tmp_path: Path) -> None:
+    """The index and a run's shard, created with the migrations loaded once, are the files
+    Dagster's own `_initdb` creates: same tables, indexes, revision, WAL."""
+    ours = LocalSqliteEventLogStorage(str(tmp_path / "ours"))
+    theirs = SqliteEventLogStorage(str(tmp_path / "theirs"))
+    try:
+        for storage in (ours, theirs):
+            with storage.run_connection("run-1"):
+                pass
+        for name in ("index.db", "run-1.db"):
+            mine, dagsters = _schema(tmp_path / "ours" / name), _schema(tmp_path / "theirs" / name)
+            assert mine == dagsters
+            assert mine[1] is not None and mine[2] == "wal"
+    finally:
+        ours.dispose()
+        theirs.dispose()
+
+
+def test_a_shard_that_is_not_new_goes_through_dagsters_initdb(tmp_path: Path, monkeypatch) -> None:
+    """A shard with a revision is left alone; one with tables and no revision (an old SQLAlchemy
+    wrote it) is Dagster's to stamp; the shortcut never re-creates what is there."""
+    import sqlite3
+
+    storage = LocalSqliteEventLogStorage(str(tmp_path / "runs"))
+    try:
+        with storage.run_connection("run-1"):
+            pass
+        db = tmp_path / "runs" / "run-1.db"
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE alembic_version SET version_num = 'older'")
+        calls: list[bool] = []
+        original = SqliteEventLogStorage._initdb
+
+        def dagsters(self, engine, for_index_shard=False):
+            calls.append(for_index_shard)
+            return original(self, engine, for_index_shard)
+
+        monkeypatch.setattr(SqliteEventLogStorage, "_initdb", dagsters)
+        storage._initialized_dbs.clear()
+        with storage.run_connection("run-1"):
+            pass
+        assert calls == [] and _schema(db)[1] == "older"  # a revision: left as it is
+
+        with sqlite3.connect(db) as conn:
+            conn.execute("DROP TABLE alembic_version")
+        storage._initialized_dbs.clear()
+        with storage.run_connection("run-1"):
+            pass
+        assert calls == [False]
+        assert _schema(db)[1] is not None
     finally:
         storage.dispose()
 
