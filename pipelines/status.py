@@ -54,7 +54,7 @@ def tenant_summaries(
             Asset.TURN_REJECTS,
         )
     }
-    awaiting = _per_tenant(tables, Asset.EXTRACTION_LOG, scopes, ["model"])
+    awaiting = _rows_per_tenant(tables, Asset.EXTRACTION_LOG, scopes, pl.col("model") == "none")
     quarantine = _per_tenant(tables, Asset.QUARANTINE, scopes, ["reason", "severity"])
     files = _per_tenant(tables, Asset.LANDING_FILES, scopes, ["records"])
     out = []
@@ -89,28 +89,34 @@ def tenant_summaries(
                 "warnings": sum(warnings.values()),
                 "rejects_by_reason": dict(sorted(reasons.items())),
                 "warnings_by_reason": dict(sorted(warnings.items())),
-                "text_turns_awaiting_extraction": awaiting[key]
-                .filter(pl.col("model") == "none")
-                .height,
+                "text_turns_awaiting_extraction": awaiting[key],
             }
         )
     return out
 
 
-def _rows_per_tenant(tables: TableStore, asset: str, scopes: list[Scope]) -> dict[str, int]:
-    """Each tenant's row count of `asset`, from the footers of every tenant's files."""
+def _rows_per_tenant(
+    tables: TableStore, asset: str, scopes: list[Scope], where: pl.Expr | None = None
+) -> dict[str, int]:
+    """Each tenant's row count of `asset` (of its rows matching `where`), from the footers of
+    every tenant's files (reading only the columns `where` names)."""
     owner = {str(p): s.key for s in scopes for p in tables.files(asset, s)}
     out = dict.fromkeys((s.key for s in scopes), 0)
     if owner:
         try:
-            counts = (
-                pl.scan_parquet(list(owner), include_file_paths="__file", extra_columns="ignore")
-                .group_by("__file")
-                .len()
-                .collect()
+            frame = pl.scan_parquet(
+                list(owner),
+                include_file_paths="__file",
+                missing_columns="insert",
+                extra_columns="ignore",
             )
+            if where is not None:
+                frame = frame.filter(where)
+            counts = frame.group_by("__file").len().collect()
         except pl.exceptions.PolarsError:  # days of different versions disagree on a type
-            return {s.key: tables.count_rows(asset, s) for s in scopes}
+            if where is None:
+                return {s.key: tables.count_rows(asset, s) for s in scopes}
+            return {s.key: _read(tables, asset, s).filter(where).height for s in scopes}
         for path, n in counts.iter_rows():
             out[owner[path]] += n
     return out

@@ -359,6 +359,8 @@ class TableStore:
             return None
         if df["day"].null_count():
             raise ValueError(f"{asset}: rows without a day")
+        if df["day"].is_sorted():  # already in day order (the common case): as it is
+            return df
         parts = df.partition_by("day", as_dict=True, maintain_order=True)
         return pl.concat([parts[k] for k in sorted(parts)])
 
