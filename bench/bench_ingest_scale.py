@@ -10,7 +10,8 @@ the extractor is `none`). Side by side, in one process tree each, alternating:
 `memflow run` (every asset under Dagster, recorded in a Dagster instance) and `direct`, the same
 work through memflow's own functions with no Dagster, stage by stage over every tenant:
 `ingest_turns` -> the turn contract -> `extract_tenant` -> `build_facts` -> the fact and entity
-contracts -> (embeddings: none) -> `sync_graph` (SQLite), writing the same tables. A third
+contracts -> (embeddings: none) -> `sync_graph` (SQLite), writing the same tables, with the
+garbage collector set as `memflow run` sets it (`pipelines.cli.RUN_GC_THRESHOLD`). A third
 kind, `direct_no_contracts`, skips the contracts (the baseline of earlier rounds, whose tables
 equal memflow run's only for input that breaks no contract). Reported: wall and CPU seconds,
 turns/s, peak RSS of the process (wait4), runs launched. Target: wall ratio (memflow run /
@@ -183,6 +184,11 @@ def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
     `memflow run` stores for any input (the contract rejects themselves are not written here);
     without, contract-breaking rows would be stored (the baseline of earlier rounds)."""
     started = time.perf_counter()
+    import gc
+
+    from pipelines.cli import RUN_GC_THRESHOLD
+
+    gc.set_threshold(*RUN_GC_THRESHOLD)  # the collector setting `memflow run` runs with
     import polars as pl
 
     from memflow import landing as landing_mod
