@@ -1,4 +1,5 @@
-"""Jobs: the whole per-tenant chain, and the part from facts on (for rebuilds)."""
+"""Jobs: the whole per-tenant chain, the part from facts on (for rebuilds), the survey, and
+what `memflow run` launches first (the survey and the chain in one run)."""
 
 from __future__ import annotations
 
@@ -49,13 +50,22 @@ tenant_job = define_asset_job(
     description="Triples of a tenant -> validated facts, entities, quarantine -> embeddings -> "
     "graph and vector sinks. Select many tenants to rebuild them in one run.",
 )
+SURVEY = (Asset.EXTRACTION_MODEL, Asset.EMBEDDING_MODEL, Asset.LANDING_PROBLEMS)
+SURVEY_ASSETS = AssetSelection.assets(*SURVEY)
 survey_job = define_asset_job(
     "survey_job",
-    selection=AssetSelection.assets(
-        Asset.EXTRACTION_MODEL, Asset.EMBEDDING_MODEL, Asset.LANDING_PROBLEMS
-    ),
+    selection=SURVEY_ASSETS,
     description="Observe the configured extraction and embedding models (a changed identity "
     "marks extracted_triples, or entity_embeddings and fact_embeddings, stale) and list what "
     "the landing zone holds that no tenant reads. `memflow run` starts with it; the landing "
     "sensor requests it when the landing zone's problems change.",
+)
+run_job = define_asset_job(
+    "run_job",
+    selection=SURVEY_ASSETS | ALL_TENANT_ASSETS,
+    partitions_def=scope_partitions,
+    description="survey_job and ingest_job in one run: observe the models, list the landing "
+    "zone's problems, then a range of tenants through every asset. `memflow run` launches it "
+    "for its first range of tenants (one run fewer to create, execute and record) and "
+    "ingest_job for any other.",
 )

@@ -1,11 +1,15 @@
 """`memflow run`: every asset for every tenant of the landing zone, in-process.
 
-One `ingest_job` run per range of tenants (`pipelines.batches`; by default every tenant of the
-landing zone in one run), recorded in the Dagster instance under `<data>/dagster` (or
-$DAGSTER_HOME) as runs of the code location's own job, tagged `memflow/source=cli`, so
-`dagster dev` shows them and can re-execute them. A failed range is rerun in halves down to
-single tenants: every other tenant still lands, and each tenant that failed is reported with
-the asset, a one-line reason and the run that holds the full error.
+One run per range of tenants (`pipelines.batches`; by default every tenant of the landing zone
+in one run): the first is a `run_job` run, which also observes the models and surveys the
+landing zone (`survey_job`'s assets) so that a `memflow run` is one Dagster run; any other
+range is an `ingest_job` run. With no tenant at all, a `survey_job` run. Runs are recorded in
+the Dagster instance under `<data>/dagster` (or $DAGSTER_HOME) as runs of the code location's
+own jobs, tagged `memflow/source=cli`, so `dagster dev` shows them and can re-execute them. A
+failed range is rerun in halves down to single tenants: every other tenant still lands, and
+each tenant that failed is reported with the asset, a one-line reason and the run that holds
+the full error. A failed survey step is reported the same way (as the tenant "(survey)"), and
+the range it held back is rerun as an `ingest_job` run.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from memflow import landing
 from pipelines import location
 from pipelines.batches import MAX_TENANTS, SOURCE_TAG, batch_ranges, run_tags, split_range
 from pipelines.event_log import INSTANCE_YAML
+from pipelines.jobs import SURVEY
 from resources.tables import TableStore
 from schemas.scope import Scope
 from schemas.tables import Asset
@@ -92,16 +97,42 @@ def quiet_dagster() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def _first_failure(result) -> tuple[str, str]:
-    """(step, one-line reason) of the first failed step of a run."""
+SURVEY_TENANT = "(survey)"  # the "tenant" a failed survey step is reported as
+SURVEY_STEPS = frozenset(SURVEY)  # each survey asset is its own op: the step key is its name
+
+
+def _failed_steps(result) -> dict[str, str]:
+    """{step: one-line reason} of a run's failed steps, in the order they failed."""
+    out: dict[str, str] = {}
     for event in result.all_events:
         if event.is_step_failure:
             error = event.event_specific_data.error
             while error is not None and error.cause is not None:  # Dagster wraps the user's error
                 error = error.cause
             message = (error.message if error else "").strip().splitlines()
-            return event.step_key or "?", (message[0] if message else "failed")[:300]
-    return "?", "the run failed before any step"
+            out.setdefault(event.step_key or "?", (message[0] if message else "failed")[:300])
+    return out
+
+
+def _first_failure(result) -> tuple[str, str]:
+    """(step, one-line reason) of the first failed tenant step of a run."""
+    failed = {k: v for k, v in _failed_steps(result).items() if k not in SURVEY_STEPS}
+    return next(iter(failed.items()), ("?", "the run failed before any step"))
+
+
+def _held_back(result) -> bool:
+    """Whether a step of the run's tenants did not succeed (failed, or not run after a failed
+    step it depends on)."""
+    done = {e.step_key for e in result.all_events if e.is_step_success}
+    return any(n.name not in done and n.name not in SURVEY_STEPS for n in result.job_def.nodes)
+
+
+def _survey_failures(result) -> list[PartitionFailure]:
+    return [
+        PartitionFailure(step, SURVEY_TENANT, reason, result.run_id)
+        for step, reason in _failed_steps(result).items()
+        if step in SURVEY_STEPS
+    ]
 
 
 def _problems(data_dir: str) -> list[str]:
@@ -131,11 +162,13 @@ def run_all(
     os.environ.setdefault(EVENT_BATCH_ENV, EVENT_BATCH_SIZE)
     instance = instance_for(data_dir)
     home = os.environ["DAGSTER_HOME"]
-    location.execute("survey_job", instance, run_config=QUIET, tags=CLI_TAGS)
     found = landing.discover(Path(landing_dir))
     scopes = [s for s in found if tenants is None or s.key in tenants]
-    outcome = RunOutcome(scopes, 1, 0.0, _problems(data_dir), dagster_home=home)
+    outcome = RunOutcome(scopes, 0, 0.0, dagster_home=home)
     if not scopes:
+        survey = location.execute("survey_job", instance, run_config=QUIET, tags=CLI_TAGS)
+        outcome.runs, outcome.failures = 1, _survey_failures(survey)
+        outcome.problems = _problems(data_dir)
         outcome.seconds = time.perf_counter() - started
         return outcome
 
@@ -149,19 +182,27 @@ def run_all(
         ordered, [s.key for s in scopes], max_tenants=max_tenants_per_run, max_gap=gap
     )
     total = len(scopes)
+    job = "run_job"  # the first range with the survey; then ingest_job
     while queue:
         first, last = queue.pop(0)
         label = first if first == last else f"{first} .. {last}"
-        say(f"ingest_job [{label}] ({total} tenants in all)")
+        say(f"{job} [{label}] ({total} tenants in all)")
         result = location.execute(
-            "ingest_job",
+            job,
             instance,
             run_config=QUIET,
             tags={**run_tags(ordered, first, last), **CLI_TAGS},
         )
         outcome.runs += 1
+        surveyed, job = job == "run_job", "ingest_job"
         if result.success:
             continue
+        if surveyed:
+            outcome.failures.extend(_survey_failures(result))
+            if _failed_steps(result).keys() <= SURVEY_STEPS:
+                if _held_back(result):  # a tenant step waited on a failed observation
+                    queue.insert(0, (first, last))  # rerun as ingest_job, without the survey
+                continue
         halves = split_range(ordered, first, last)
         if halves:
             say(f"  a tenant of [{label}] failed; rerunning the range in halves")
@@ -169,6 +210,7 @@ def run_all(
             continue
         step, reason = _first_failure(result)
         outcome.failures.append(PartitionFailure(step, first, reason, result.run_id))
+    outcome.problems = _problems(data_dir)
     outcome.seconds = time.perf_counter() - started
     return outcome
 

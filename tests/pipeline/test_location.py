@@ -60,7 +60,7 @@ def test_the_ui_reexecutes_a_cli_run(cli_env) -> None:
     landing, data = cli_env
     assert not run_all(str(landing), str(data)).failures
     instance = DagsterInstance.get()
-    (parent,) = instance.get_runs(RunsFilter(job_name="ingest_job", tags={SOURCE_TAG: "cli"}))
+    (parent,) = instance.get_runs(RunsFilter(job_name="run_job", tags={SOURCE_TAG: "cli"}))
     assert parent.remote_job_origin is not None
     assert parent.remote_job_origin.location_name == location.LOCATION_NAME
 
@@ -68,7 +68,7 @@ def test_the_ui_reexecutes_a_cli_run(cli_env) -> None:
         remote = (
             context.get_code_location(location.LOCATION_NAME)
             .get_repository("__repository__")
-            .get_full_job("ingest_job")
+            .get_full_job("run_job")
         )
         # The same snapshot: the UI offers "Re-execute all" without a version warning.
         assert parent.job_snapshot_id == remote.identifying_job_snapshot_id
@@ -81,7 +81,7 @@ def test_the_ui_reexecutes_a_cli_run(cli_env) -> None:
         child = poll_for_finished_run(instance, answer["run"]["runId"], timeout=300)
 
     assert child.status == DagsterRunStatus.SUCCESS
-    assert child.job_name == "ingest_job" and child.parent_run_id == parent.run_id
+    assert child.job_name == "run_job" and child.parent_run_id == parent.run_id
     # The same tenants (the range tags are inherited) ...
     assert child.tags[RANGE_START_TAG] == parent.tags[RANGE_START_TAG] == "acme/api"
     assert child.tags[RANGE_END_TAG] == parent.tags[RANGE_END_TAG] == "globex/ml"

@@ -34,18 +34,19 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def test_run_all_for_a_subset_of_tenants_then_all_in_one_run(env) -> None:
     landing, data = env
     first = run_all(str(landing), str(data), tenants=["globex/ml"])
-    assert [s.key for s in first.tenants] == ["globex/ml"] and first.runs == 2  # survey, ingest
+    # one run: the survey and the tenant's assets (run_job)
+    assert [s.key for s in first.tenants] == ["globex/ml"] and first.runs == 1
     tables = TableStore(data)
     assert tables.read("validated_facts", Scope("globex", "ml")).height == 1
     assert tables.read("validated_facts", Scope("acme", "api")) is None
     both = run_all(str(landing), str(data))
-    assert both.runs == 2 and not both.failures
+    assert both.runs == 1 and not both.failures
     assert tables.read("validated_facts", Scope("acme", "api")).height == 3
 
     instance = DagsterInstance.get()
     runs = instance.get_runs(RunsFilter(tags={SOURCE_TAG: "cli"}))
     # The code location's own jobs, so the UI can re-execute them.
-    assert {r.job_name for r in runs} == {"ingest_job", "survey_job"}
+    assert {r.job_name for r in runs} == {"run_job"}
     assert all(r.status == DagsterRunStatus.SUCCESS for r in runs)
 
 
@@ -90,8 +91,64 @@ def test_one_failing_tenant_is_isolated_and_reported_and_the_rest_lands(
     for key in ("acme/api", "globex/ml", "initech/core"):
         assert tables.read("validated_facts", Scope.parse(key)).height >= 1, key
     assert tables.read("validated_facts", Scope("hooli", "core")) is None
-    # the survey; 4 tenants: the batch, its two halves, and the failing half's halves
-    assert outcome.runs == 6
+    # 4 tenants: the batch (with the survey), its two halves, and the failing half's halves
+    assert outcome.runs == 5
+    assert instance_jobs() == ["run_job"] + ["ingest_job"] * 4
+
+
+def instance_jobs() -> list[str]:
+    """The jobs of the instance's runs, oldest first."""
+    return [r.job_name for r in reversed(DagsterInstance.get().get_runs())]
+
+
+def test_a_failed_survey_step_is_reported_and_the_tenants_still_land(
+    env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The landing-zone survey fails in the first run: reported as a failure of the survey,
+    nothing rerun (no tenant step waited on it), every tenant lands."""
+    landing, data = env
+
+    def unreadable(_root):
+        raise PermissionError("landing zone not readable")
+
+    monkeypatch.setattr("assets.landing.landing.landing_problems", unreadable)
+    outcome = run_all(str(landing), str(data))
+    assert [(f.asset, f.tenant) for f in outcome.failures] == [("landing_problems", "(survey)")]
+    assert "landing zone not readable" in outcome.failures[0].reason
+    assert outcome.runs == 1 and instance_jobs() == ["run_job"]
+    tables = TableStore(data)
+    assert all(tables.read("validated_facts", s) is not None for s in outcome.tenants)
+
+
+def test_a_failed_model_observation_reruns_what_waited_on_it_without_the_survey(
+    env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """extracted_triples depends on the extraction model's observation: when the observation
+    fails, the range is rerun as an ingest_job run (no observation in it) and lands."""
+    from resources.configurable import ExtractionModelResource
+
+    landing, data = env
+
+    def broken(self) -> str:
+        raise RuntimeError("settings file vanished")
+
+    monkeypatch.setattr(ExtractionModelResource, "source", broken)
+    outcome = run_all(str(landing), str(data))
+    assert [(f.asset, f.tenant) for f in outcome.failures] == [("extraction_model", "(survey)")]
+    assert outcome.runs == 2 and instance_jobs() == ["run_job", "ingest_job"]
+    tables = TableStore(data)
+    assert all(tables.read("validated_facts", s) is not None for s in outcome.tenants)
+
+
+def test_an_empty_landing_zone_is_still_surveyed(env, tmp_path: Path) -> None:
+    _, data = env
+    empty = tmp_path / "empty"
+    (empty / "not a scope").mkdir(parents=True)
+    (empty / "not a scope" / "x.jsonl").write_text("{}\n")
+    resolve({"MEMFLOW_LANDING_DIR": str(empty), "MEMFLOW_DATA_DIR": str(data)}, tmp_path / "y")
+    outcome = run_all(str(empty), str(data))
+    assert not outcome.tenants and outcome.runs == 1 and instance_jobs() == ["survey_job"]
+    assert outcome.problems and "not a scope" in outcome.problems[0]
 
 
 def test_status_reads_a_data_dir_a_killed_run_left_behind(env) -> None:
