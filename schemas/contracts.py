@@ -7,7 +7,9 @@ polars IO-manager type resolution.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pandera.errors as pa_errors
 import pandera.polars as pa
@@ -26,6 +28,21 @@ def _no_secrets(data: PolarsData) -> pl.LazyFrame:
 
 
 _NAME_LENGTH = {"min_value": 1, "max_value": rules.MAX_NAME_CHARS}
+
+
+def _check(*fields: str, name: str) -> Callable[[Any], Any]:
+    """`pa.check` on `fields` (`pa.dataframe_check` without), whose name survives pandera
+    building the check again. pandera 0.35 pops `name` from a check's shared info the first
+    time it builds a model's checks; a second build (a subclass inheriting the check, as
+    FactContract from TripleContract, or another thread racing the first) falls back to the
+    function's name, so the quarantine reason depended on which contract a process validated
+    first. The function takes the check's name as its own."""
+
+    def register(fn: Any) -> Any:
+        (fn.__func__ if isinstance(fn, classmethod) else fn).__name__ = name
+        return (pa.check(*fields, name=name) if fields else pa.dataframe_check(name=name))(fn)
+
+    return register
 
 
 class _Scoped(pa.DataFrameModel):
@@ -48,12 +65,12 @@ class TurnContract(_Scoped):
     content_sha256: str = pa.Field(nullable=False)
     tool_triples: str = pa.Field(nullable=True)
 
-    @pa.check("content", name="redacted")
+    @_check("content", name="redacted")
     @classmethod
     def content_redacted(cls, data: PolarsData) -> pl.LazyFrame:
         return _no_secrets(data)
 
-    @pa.check("tool_triples", name="redacted")
+    @_check("tool_triples", name="redacted")
     @classmethod
     def tool_triples_redacted(cls, data: PolarsData) -> pl.LazyFrame:
         return _no_secrets(data)
@@ -76,7 +93,7 @@ class TripleContract(_Scoped):
     model: str = pa.Field(nullable=False)
     source: str = pa.Field(nullable=False, isin=["explicit", "llm", "command"])
 
-    @pa.check("subject", "object", name="redacted")
+    @_check("subject", "object", name="redacted")
     @classmethod
     def names_redacted(cls, data: PolarsData) -> pl.LazyFrame:
         return _no_secrets(data)
@@ -90,12 +107,12 @@ class FactContract(TripleContract):
     supersedes: str = pa.Field(nullable=True)
     superseded_by: str = pa.Field(nullable=True)
 
-    @pa.dataframe_check(name="valid_from <= valid_to")
+    @_check(name="valid_from <= valid_to")
     @classmethod
     def validity(cls, data: PolarsData) -> pl.LazyFrame:
         return data.lazyframe.select(rules.validity_ok())
 
-    @pa.dataframe_check(name=f"at most {rules.MAX_FACTS_PER_REPO} facts per repo")
+    @_check(name=f"at most {rules.MAX_FACTS_PER_REPO} facts per repo")
     @classmethod
     def fact_cap(cls, data: PolarsData) -> pl.LazyFrame:
         n = pl.len().over("tenant_id", "ns")
@@ -107,12 +124,12 @@ class EntityContract(_Scoped):
     name: str = pa.Field(nullable=False, str_length=_NAME_LENGTH)
     norm_key: str = pa.Field(nullable=False)
 
-    @pa.check("name", name="redacted")
+    @_check("name", name="redacted")
     @classmethod
     def name_redacted(cls, data: PolarsData) -> pl.LazyFrame:
         return _no_secrets(data)
 
-    @pa.dataframe_check(name=f"at most {rules.MAX_ENTITIES_PER_REPO} entities per repo")
+    @_check(name=f"at most {rules.MAX_ENTITIES_PER_REPO} entities per repo")
     @classmethod
     def entity_cap(cls, data: PolarsData) -> pl.LazyFrame:
         n = pl.len().over("tenant_id", "ns")
@@ -127,7 +144,7 @@ class QuarantineContract(_Scoped):
     record: str = pa.Field(nullable=True)
     severity: str = pa.Field(nullable=False, isin=list(rules.SEVERITIES))
 
-    @pa.check("detail", "record", name="redacted")
+    @_check("detail", "record", name="redacted")
     @classmethod
     def redacted(cls, data: PolarsData) -> pl.LazyFrame:
         return _no_secrets(data)
