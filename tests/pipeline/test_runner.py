@@ -167,3 +167,40 @@ def test_status_reads_a_data_dir_a_killed_run_left_behind(env) -> None:
     (entry,) = report["tenants"]
     assert entry["tables"]["validated_facts"] == 0
     assert "globex/ml" in format_status(report)
+
+
+def _break_survey(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreadable(_root):
+        raise PermissionError("landing zone not readable")
+
+    monkeypatch.setattr("assets.landing.landing.landing_problems", unreadable)
+
+
+@pytest.mark.parametrize("where", ["empty zone", "unknown tenant", "tenants"])
+def test_the_cli_prints_a_failed_survey_as_the_surveys_failure(
+    env, where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Red team F1/F2: printed on every path (no tenant to run included), never counted as a
+    tenant, exit 1; the collector setting of `memflow run` does not outlive the command."""
+    import gc
+
+    from pipelines.cli import RUN_GC_THRESHOLD, main
+
+    landing, data = env
+    args = ["run", "--landing", str(landing), "--data", str(data)]
+    if where == "empty zone":
+        (tmp_path / "empty").mkdir()
+        resolve({"MEMFLOW_LANDING_DIR": str(tmp_path / "empty")}, tmp_path / "y")
+        args[2] = str(tmp_path / "empty")
+    elif where == "unknown tenant":
+        args += ["--tenant", "acme/typo"]
+    _break_survey(monkeypatch)
+    before = gc.get_threshold()
+    assert before != RUN_GC_THRESHOLD
+    assert main(args) == 1
+    out, err = capsys.readouterr()
+    assert "FAILED landing_problems [(survey)]: PermissionError: landing zone not readable" in out
+    assert "tenant(s) failed" not in err
+    if where == "tenants":
+        assert "a survey step failed" in err and "acme/api" in out  # the summary: tenants landed
+    assert gc.get_threshold() == before
