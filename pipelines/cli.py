@@ -90,7 +90,7 @@ def _run(args: argparse.Namespace) -> int:
     _attach_store_counts(rows, outcome.tenants, cfg)
     print(
         f"memflow run: {len(outcome.tenants)} tenant(s), {outcome.runs} run(s), "
-        f"{outcome.seconds:.1f} s"
+        f"{outcome.seconds:.2f} s"
     )
     print(format_summary(rows))
     for failure in outcome.failures:
