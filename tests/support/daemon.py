@@ -70,9 +70,6 @@ def memflow_env(root: Path, landing: Path, data: Path, home: Path, **settings: s
     env.update(
         {
             "DAGSTER_HOME": str(home),
-            # as the README's deployment says for the code server: a step's per-tenant
-            # materializations reach PostgreSQL as one batch
-            "DAGSTER_EVENT_BATCH_SIZE": "500",
             "MEMFLOW_DATA_DIR": str(data),
             "MEMFLOW_LANDING_DIR": str(landing),
             "MEMFLOW_EXTRACTOR": "none",
