@@ -44,6 +44,9 @@ TRIPLES: dict[str, list[tuple[str, str, str]]] = {
         ("Project Nightjar", "OWNED_BY", "dr-mindy"),
     ],
 }
+# Calls that test behaviour, not latency, wait this long: the client's 5 s default is a latency
+# budget for agents, and a write's fsync on a CI machine busy with four servers can exceed it.
+PATIENT_TIMEOUT_S = 60.0
 PRIVATE = {
     "acme/payments": ["ledger-core", "team-ledger"],
     "acme/web": ["storefront-ui"],
@@ -99,6 +102,7 @@ class Memory:
             "HOME": os.environ.get("HOME", "/tmp"),
             "PYTHONPATH": str(ROOT),
             "MEMFLOW_API_URL": self.url,
+            "MEMFLOW_API_TIMEOUT_S": str(PATIENT_TIMEOUT_S),
             "MEMFLOW_DATA_DIR": str(self.data_dir),
             "MEMFLOW_LANDING_DIR": str(self.landing),
             "HF_HUB_OFFLINE": "1",

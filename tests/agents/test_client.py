@@ -19,14 +19,14 @@ from recall.client import (
     recall,
 )
 from schemas.scope import Scope
-from tests.agents.conftest import PRIVATE, Memory
+from tests.agents.conftest import PATIENT_TIMEOUT_S, PRIVATE, Memory
 
 PAYMENTS = Scope("acme", "payments")
 LAB = Scope("globex", "secret-lab")
 
 
-def client(memory: Memory, role: str = "acme_payments", **kw: float) -> MemflowClient:
-    return MemflowClient(ClientSettings(memory.url, memory.keys[role], **kw))
+def client(memory: Memory, role: str = "acme_payments") -> MemflowClient:
+    return MemflowClient(ClientSettings(memory.url, memory.keys[role], timeout_s=PATIENT_TIMEOUT_S))
 
 
 def test_every_endpoint(memory: Memory) -> None:
@@ -69,7 +69,9 @@ def test_server_errors_come_back_with_their_code(memory: Memory) -> None:
             api.triples(PAYMENTS, [{"subject": "a", "predicate": "not ok!", "object": "b"}])
         assert bad.value.code == "triples_rejected"
         assert bad.value.details[0]["reason"] == "predicate_not_upper_snake_case"
-    with MemflowClient(ClientSettings(memory.url, "mf_not-a-key")) as api:
+    with MemflowClient(
+        ClientSettings(memory.url, "mf_not-a-key", timeout_s=PATIENT_TIMEOUT_S)
+    ) as api:
         with pytest.raises(ApiError) as unauthorized:
             api.recall(PAYMENTS, "anything")
         assert unauthorized.value.code == "unauthorized"
@@ -176,7 +178,9 @@ def test_recall_falls_back_only_when_no_server_answers(memory: Memory, closed_ur
     up = recall(
         PAYMENTS,
         "payments-service",
-        settings=ClientSettings(memory.url, memory.keys["acme_payments"]),
+        settings=ClientSettings(
+            memory.url, memory.keys["acme_payments"], timeout_s=PATIENT_TIMEOUT_S
+        ),
         stores=stores,
     )
     assert up.source == "server" and up.note is None
@@ -194,7 +198,9 @@ def test_recall_falls_back_only_when_no_server_answers(memory: Memory, closed_ur
         recall(
             LAB,
             "Project Nightjar",
-            settings=ClientSettings(memory.url, memory.keys["acme_payments"]),
+            settings=ClientSettings(
+                memory.url, memory.keys["acme_payments"], timeout_s=PATIENT_TIMEOUT_S
+            ),
             stores=stores,
         )
 
