@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 
 from dagster import (
+    DagsterInstance,
+    DagsterRun,
     DagsterRunStatus,
     DefaultSensorStatus,
     RunFailureSensorContext,
@@ -24,6 +26,7 @@ from dagster import (
     run_failure_sensor,
     sensor,
 )
+from dagster._daemon.auto_run_reexecution.auto_run_reexecution import should_retry
 
 from assets.partitions import TENANTS, scope_partitions
 from memflow import landing
@@ -143,8 +146,8 @@ def split_failed_batches(context: RunFailureSensorContext):
     if run.status != DagsterRunStatus.FAILURE or not first or not last or first == last:
         return
     # A run that failed for a reason other than a step (its worker crashed, it timed out) is
-    # retried whole by the instance's run_retries, which says so in this tag: no halves then.
-    if run.tags.get(WILL_RETRY_TAG) == "true":
+    # retried whole by the instance's run_retries: no halves then.
+    if _run_retries_will_rerun(context.instance, run):
         return
     ordered = context.instance.get_dynamic_partitions(TENANTS)
     if first not in ordered or last not in ordered:
@@ -158,3 +161,21 @@ def split_failed_batches(context: RunFailureSensorContext):
                 "memflow/parent": run.run_id,
             },
         )
+
+
+def _run_retries_will_rerun(instance: DagsterInstance, run: DagsterRun) -> bool:
+    """Whether the instance's run_retries will re-execute the failed `run`. Dagster stores the
+    run's FAILURE status and its `dagster/will_retry` tag in two writes, so a sensor tick in
+    between sees no tag: then the run is read again, and if the tag is still missing the retry
+    daemon's own decision (which also stores the tag) answers."""
+    if not instance.run_retries_enabled:
+        return False
+    tag = run.tags.get(WILL_RETRY_TAG)
+    if tag is None:
+        fresh = instance.get_run_by_id(run.run_id)
+        if fresh is None:
+            return False
+        run, tag = fresh, fresh.tags.get(WILL_RETRY_TAG)
+    if tag is not None:
+        return tag == "true"
+    return should_retry(run, instance)

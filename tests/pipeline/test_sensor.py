@@ -4,7 +4,20 @@ import json
 import os
 from pathlib import Path
 
-from dagster import SensorResult, SkipReason, build_sensor_context
+import pytest
+from dagster import (
+    DagsterEvent,
+    DagsterEventType,
+    DagsterInstance,
+    DagsterRun,
+    DagsterRunStatus,
+    SensorResult,
+    SkipReason,
+    build_run_status_sensor_context,
+    build_sensor_context,
+)
+from dagster import instance_for_test as dagster_instance_for_test
+from dagster._core.utils import make_new_run_id
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,7 +29,7 @@ from pipelines.batches import (
     range_keys,
     split_range,
 )
-from pipelines.sensors import PROBLEMS_KEY, landing_sensor, scan_landing
+from pipelines.sensors import PROBLEMS_KEY, landing_sensor, scan_landing, split_failed_batches
 from resources.configurable import Storage
 from tests.pipeline.landing_fixtures import save, write_jsonl
 
@@ -133,3 +146,57 @@ def test_ranges_cover_every_wanted_tenant_once_within_the_limits(
     for first, last in ranges:
         keys = range_keys(ordered, first, last)
         assert len(keys) <= cap and first in wanted and last in wanted
+
+
+def _failed_batch(instance: DagsterInstance, tags: dict[str, str]) -> DagsterRun:
+    instance.add_dynamic_partitions(TENANTS, [f"o/t{i}" for i in range(4)])
+    run = DagsterRun(
+        job_name="ingest_job",
+        run_id=make_new_run_id(),
+        status=DagsterRunStatus.FAILURE,
+        tags={RANGE_START_TAG: "o/t0", RANGE_END_TAG: "o/t3", **tags},
+    )
+    instance.add_run(run)
+    return run
+
+
+def _split(instance: DagsterInstance, run: DagsterRun) -> list[str]:
+    context = build_run_status_sensor_context(
+        sensor_name="split_failed_batches",
+        dagster_instance=instance,
+        dagster_run=run,
+        dagster_event=DagsterEvent(DagsterEventType.RUN_FAILURE.value, job_name=run.job_name),
+    ).for_run_failure()
+    requests = split_failed_batches(context) or []
+    return [f"{r.tags[RANGE_START_TAG]}..{r.tags[RANGE_END_TAG]}" for r in requests]
+
+
+@pytest.mark.parametrize(
+    ("retries", "tags", "halves"),
+    [
+        # no run_retries: a failed batch is rerun as its halves
+        (False, {}, True),
+        # run_retries re-executes a crashed run whole, and said so
+        (True, {"dagster/will_retry": "true"}, False),
+        # a step failed and run_retries declined it: halves
+        (True, {"dagster/will_retry": "false"}, True),
+        # the sensor ran between Dagster's FAILURE write and its will_retry write: the retry
+        # daemon's own decision answers, so the run is not retried whole *and* split
+        (True, {}, False),
+        (True, {"dagster/failure_reason": "STEP_FAILURE"}, True),
+    ],
+)
+def test_a_failed_batch_is_split_only_when_run_retries_will_not_rerun_it(
+    retries: bool, tags: dict[str, str], halves: bool
+) -> None:
+    overrides = {
+        "run_retries": {"enabled": retries, "max_retries": 2, "retry_on_asset_or_op_failure": False}
+    }  # as deploy/dagster.yaml
+    with dagster_instance_for_test(overrides=overrides) as instance:
+        run = _failed_batch(instance, tags)
+        assert _split(instance, run) == (["o/t0..o/t1", "o/t2..o/t3"] if halves else [])
+        if retries:  # the decision is stored, as the retry daemon stores it
+            assert (
+                instance.get_run_by_id(run.run_id).tags["dagster/will_retry"]
+                == str(not halves).lower()
+            )
