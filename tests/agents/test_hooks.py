@@ -124,7 +124,8 @@ def test_a_hanging_server_never_blocks_the_agent(
     env["MEMFLOW_DATA_DIR"] = "relative"  # no fallback either: only the budget ends it
     done, took = hook("session-start", start_payload(tmp_path), env, "--budget", "1")
     assert (done.returncode, done.stdout) == (0, b"")
-    assert took < 3.0
+    # without the budget the client would wait its 60 s timeout; the slack is for a loaded CI
+    assert took < 10.0
 
 
 class Liar(BaseHTTPRequestHandler):
@@ -189,7 +190,7 @@ def test_stdin_that_never_closes_is_cut_by_the_budget(memory: Memory) -> None:
     proc.wait(timeout=30)
     proc.stdin.close()
     assert (proc.returncode, out) == (0, b"")
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 10.0  # without the budget: never
 
 
 @pytest.mark.parametrize(
