@@ -26,7 +26,6 @@ from dagster import (
     run_failure_sensor,
     sensor,
 )
-from dagster._daemon.auto_run_reexecution.auto_run_reexecution import should_retry
 
 from assets.partitions import TENANTS, scope_partitions
 from memflow import landing
@@ -178,4 +177,7 @@ def _run_retries_will_rerun(instance: DagsterInstance, run: DagsterRun) -> bool:
         run, tag = fresh, fresh.tags.get(WILL_RETRY_TAG)
     if tag is not None:
         return tag == "true"
+    # imported here: dagster._daemon costs ~0.5 s of imports that `memflow run` never needs
+    from dagster._daemon.auto_run_reexecution.auto_run_reexecution import should_retry
+
     return should_retry(run, instance)
