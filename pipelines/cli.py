@@ -322,6 +322,20 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_vectors_prune(args: argparse.Namespace) -> int:
+    cfg = _settings(args)
+    from pipelines.vector_prune import PruneRefused, prune_vectors
+
+    tenants = [_scope(t) for t in args.tenant or []]
+    try:
+        report = prune_vectors(cfg, tenants=tenants, keep=args.keep or [], apply=args.apply)
+    except PruneRefused as exc:
+        print(f"memflow: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(report.lines()))
+    return 0
+
+
 def cmd_stop(args: argparse.Namespace) -> int:
     cfg = _settings(args)
     from resources.vector.lite_server import stop_lite_server
@@ -427,6 +441,19 @@ def build_parser() -> argparse.ArgumentParser:
         "observation, else the configured extractor)",
     )
     p.set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("vectors", help="vector store housekeeping")
+    vectors = p.add_subparsers(dest="vectors_command", required=True)
+    v = vectors.add_parser(
+        "prune",
+        help="remove the vectors of embedding models recall no longer serves (a dry run "
+        "unless --apply)",
+    )
+    _common(v)
+    v.add_argument("--tenant", action="append", help="only this ORG/REPO (repeatable)")
+    v.add_argument("--keep", action="append", help="also keep this model (repeatable)")
+    v.add_argument("--apply", action="store_true", help="delete (default: only report)")
+    v.set_defaults(func=cmd_vectors_prune)
 
     p = sub.add_parser("stop", help="stop the Milvus Lite server memflow supervises")
     _common(p)

@@ -20,11 +20,14 @@ from dagster._core.loader import LoadingContextForTest
 
 from pipelines import location
 from pipelines.batches import range_tags
+from pipelines.cli import main
 from pipelines.definitions import defs
 from pipelines.runner import run_all
 from pipelines.settings import resolve
+from pipelines.vector_prune import NOT_COVERED
 from recall.server import build_service
 from resources.settings import DEFAULTS, SETTINGS_FILE, Settings
+from resources.vector.ledger import EmbeddingLedger
 from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
 from tests.pipeline.landing_fixtures import small_landing
@@ -84,8 +87,21 @@ def code_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     stop_lite_server(data)
 
 
+def prune(monkeypatch: pytest.MonkeyPatch, capsys, data: Path, previous: str, *flags: str) -> str:
+    """`memflow vectors prune` as a user runs it after the switch (hash-b in the environment)."""
+    location_file = os.environ[SETTINGS_FILE]
+    monkeypatch.setenv("MEMFLOW_EMBEDDING_MODEL", "hash-b")
+    monkeypatch.setenv("MEMFLOW_PREVIOUS_EMBEDDING_MODEL", previous)
+    capsys.readouterr()
+    assert main(["vectors", "prune", "--data", str(data), *flags]) == 0
+    # The CLI's settings resolution empties MEMFLOW_SETTINGS_FILE in its process; this process
+    # also plays the code location, which goes on re-reading its file.
+    monkeypatch.setenv(SETTINGS_FILE, location_file)
+    return capsys.readouterr().out
+
+
 def test_a_model_switched_in_the_settings_file_is_observed_and_re_embedded(
-    code_location,
+    code_location, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     settings, server, landing, data = code_location
     assert not run_all(str(landing), str(data)).failures
@@ -124,6 +140,11 @@ def test_a_model_switched_in_the_settings_file_is_observed_and_re_embedded(
         assert answer.embedding_model == "hash-a"
         assert "previous_model" in [w.code for w in answer.warnings]
 
+        # Pruning before the new model covers the tenants deletes nothing.
+        out = prune(monkeypatch, capsys, data, "", "--apply")
+        assert out.count(NOT_COVERED) == 4 and "0 vectors deleted" in out
+        assert set(cfg.open_vectors().models(Scope("acme", "api"))) == {"hash-a", "facts:hash-a"}
+
         server.requests.clear()
         result = location.execute("tenant_job", instance, tags=range_tags(*TENANTS))
         assert result.success
@@ -139,6 +160,36 @@ def test_a_model_switched_in_the_settings_file_is_observed_and_re_embedded(
         answer = built.service.recall(Scope("acme", "api"), "which database does the api use?")
         assert answer.embedding_model == "hash-b"
         assert "previous_model" not in [w.code for w in answer.warnings]
+
+        # Once covered: the previous model is kept while it is configured, then pruned.
+        assert "nothing to prune" in prune(monkeypatch, capsys, data, "hash-a", "--apply")
+        before = {t: cfg.open_vectors().models(Scope.parse(t)) for t in TENANTS}
+        dry = prune(monkeypatch, capsys, data, "")
+        assert dry.count("would delete") == 4 and "run again with --apply" in dry
+        assert {t: cfg.open_vectors().models(Scope.parse(t)) for t in TENANTS} == before
+        done = prune(monkeypatch, capsys, data, "", "--apply")
+        removed = sum(before[t][m][1] for t in TENANTS for m in ("hash-a", "facts:hash-a"))
+        assert f"{removed:,} vectors deleted" in done
+        for tenant in TENANTS:
+            scope = Scope.parse(tenant)
+            assert set(cfg.open_vectors().models(scope)) == {"hash-b", "facts:hash-b"}
+            assert EmbeddingLedger(data).load("hash-a", scope).height > 0  # the ledger keeps it
+        answer = built.service.recall(Scope("acme", "api"), "which database does the api use?")
+        assert answer.embedding_model == "hash-b" and answer.facts
+        assert not answer.warnings
+
+        # Switching back to the pruned model re-uploads its vectors from the ledger: no model
+        # call, the same vectors as before the prune.
+        write_settings(settings, server.url, "hash-a")
+        location.execute("survey_job", instance)
+        server.requests.clear()
+        assert location.execute("tenant_job", instance, tags=range_tags(*TENANTS)).success
+        assert server.requests == []
+        for tenant in TENANTS:
+            held = cfg.open_vectors().models(Scope.parse(tenant))
+            assert {m: held[m] for m in ("hash-a", "facts:hash-a")} == {
+                m: before[tenant][m] for m in ("hash-a", "facts:hash-a")
+            }
     finally:
         built.close()
 
