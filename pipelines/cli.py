@@ -269,10 +269,22 @@ def _passthrough(argv: list[str]) -> int | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+    from pathlib import Path
+
+    # The file SIGHUP re-reads: the deployment's MEMFLOW_SETTINGS_FILE, else the `.env` that
+    # resolution reads (which then exports MEMFLOW_SETTINGS_FILE empty).
+    settings_file = Path(os.environ.get("MEMFLOW_SETTINGS_FILE") or ".env").absolute()
     cfg = _settings(args)
     from recall.server import serve
 
-    serve(cfg, args.host, args.port, public_metrics=args.public_metrics)
+    serve(
+        cfg,
+        args.host,
+        args.port,
+        public_metrics=args.public_metrics,
+        settings_file=settings_file,
+    )
     return 0
 
 

@@ -137,6 +137,11 @@ class Api:
         self.service: RecallService | None = None
         self._known: dict[Scope, float] = {}  # scope -> when it was last seen holding data
 
+    def switch_service(self, service: RecallService) -> None:
+        """Serve `service` from the next request on (a reload); requests under way keep theirs."""
+        self.service = service
+        self._known.clear()
+
     def svc(self) -> RecallService:
         if self.service is None:
             raise ApiError(503, "starting", "the service is starting")

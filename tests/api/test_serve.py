@@ -135,3 +135,121 @@ def test_a_previous_embedding_model_keeps_serving_during_a_re_embed(
         finally:
             built.close()
             stop_lite_server(data_dir)
+
+
+def _embedding_settings(url: str, model: str, previous: str = "", embedder: str = "openai") -> str:
+    return (
+        f"MEMFLOW_EMBEDDER={embedder}\nMEMFLOW_EMBEDDING_URL={url}\n"
+        f"MEMFLOW_EMBEDDING_MODEL={model}\nMEMFLOW_PREVIOUS_EMBEDDING_MODEL={previous}\n"
+    )
+
+
+def test_a_reload_switches_the_embedding_model_without_a_restart(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from resources.vector.lite_server import stop_lite_server
+    from tests.support.embeddings_server import EmbeddingsServer
+
+    key = add_key(Settings.from_env().keys_file, "acme", ["payments"])
+    env_file = tmp_path / ".env"
+    with EmbeddingsServer(dim=8) as server:
+        env_file.write_text(_embedding_settings(server.url, "hash-a"))
+        monkeypatch.setenv("MEMFLOW_EMBEDDER", "openai")
+        monkeypatch.setenv("MEMFLOW_EMBEDDING_URL", server.url)
+        monkeypatch.setenv("MEMFLOW_EMBEDDING_MODEL", "hash-a")
+        app = create_server_app(Settings.from_env(), settings_file=env_file, reload_grace_s=0.0)
+
+        def recall(client: TestClient) -> dict:
+            r = client.post(
+                "/v1/recall",
+                json={"tenant": "acme/payments", "query": "LedgerCore"},
+                headers=bearer(key),
+            )
+            assert r.status_code == 200
+            return r.json()
+
+        try:
+            with TestClient(app) as client:
+                assert client.get("/healthz").json()["embedding_model"] == "hash-a"
+                first = app.state.api.service
+                assert app.state.reload() == "unchanged"
+                assert app.state.api.service is first
+
+                env_file.write_text(_embedding_settings(server.url, "hash-b", previous="hash-a"))
+                assert app.state.reload() == "reloaded"
+                assert client.get("/healthz").json()["embedding_model"] == "hash-b"
+                now = app.state.api.service
+                assert now is not first and set(now.vector_leg.providers) == {"hash-a", "hash-b"}
+                assert recall(client)["facts"]
+
+                # settings that cannot be built leave the running service in place
+                env_file.write_text(_embedding_settings(server.url, "m", embedder="no-such"))
+                assert app.state.reload() == "failed"
+                assert app.state.api.service is now
+                assert recall(client)["facts"]
+                # a settings file that is gone changes nothing
+                env_file.unlink()
+                env_file.mkdir()
+                assert app.state.reload() == "unchanged"
+                assert app.state.api.service is now
+            assert app.state.reload() == "not running"  # after shutdown
+        finally:
+            stop_lite_server(data_dir)
+
+
+def test_sighup_makes_memflow_serve_reread_its_env_file(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from bench.netutil import free_port
+    from resources.vector.lite_server import stop_lite_server
+    from tests.support.embeddings_server import EmbeddingsServer
+
+    root = Path(__file__).resolve().parents[2]
+    port = free_port()
+    with EmbeddingsServer(dim=8) as server:
+        (tmp_path / ".env").write_text(_embedding_settings(server.url, "hash-a"))
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("MEMFLOW_EMBEDD") and k != "MEMFLOW_PREVIOUS_EMBEDDING_MODEL"
+        }
+        env["PYTHONPATH"] = str(root)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipelines.cli", "serve", "--port", str(port)],
+            cwd=tmp_path,  # where its .env is
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+        def model() -> str | None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+                    return json.load(r)["embedding_model"]
+            except OSError:
+                return None
+
+        def wait_for(want: str) -> None:
+            deadline = time.monotonic() + 120  # a wait for the server, not a speed check
+            while model() != want:
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                assert time.monotonic() < deadline, f"still {model()!r}, want {want!r}"
+                time.sleep(0.2)
+
+        try:
+            wait_for("hash-a")
+            (tmp_path / ".env").write_text(_embedding_settings(server.url, "hash-b"))
+            proc.send_signal(signal.SIGHUP)
+            wait_for("hash-b")
+            assert proc.poll() is None  # the same process, still serving
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+            stop_lite_server(data_dir)
