@@ -23,7 +23,7 @@ import uvicorn
 from memflow.embedding import embed_missing
 from resources.models.base import ModelError
 from resources.models.embed_server import create_app
-from resources.models.guard import NonLocalEndpointError
+from resources.models.guard import NonLocalEndpointError, display_url
 from resources.models.openai_embeddings import OpenAIEmbeddingProvider
 from resources.vector.ledger import EmbeddingLedger, vector_table
 from schemas.ids import sha256_text
@@ -345,3 +345,23 @@ def test_minilm_places_paraphrases_closer_than_unrelated_names() -> None:
     assert a.shape == (384,)
     assert float(a @ b) > float(a @ c) + 0.2
     provider.close()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://alice:s3cret-pw@models.example.invalid/v1",  # user info
+        "https://models.example.invalid/v1?api-key=s3cret-pw#s3cret-pw",  # query, fragment
+        "htps://bob:s3cret-pw@localhost/v1",  # a typo in the scheme
+        "s3cret-pw",  # a key pasted into the URL setting
+        "http://localhost:s3cret-pw/v1",  # a port that is not a number
+        "http://key:s3cret-pw",  # ... nor here (no "@": the key reads as the port)
+    ],
+)
+def test_a_refused_endpoint_never_shows_its_credentials(url: str) -> None:
+    # The message reaches logs: `memflow serve` prints why a reload failed.
+    with pytest.raises(NonLocalEndpointError) as refused:
+        OpenAIEmbeddingProvider(url, "m")
+    assert "s3cret" not in str(refused.value)
+    assert "s3cret" not in display_url(url)
+    assert display_url("https://u:p@example.com:8443/v1?k=v") == "https://example.com:8443/v1"
