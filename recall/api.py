@@ -31,10 +31,12 @@ and never echo the request.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -136,16 +138,46 @@ class Api:
         self.public_metrics = public_metrics
         self.service: RecallService | None = None
         self._known: dict[Scope, float] = {}  # scope -> when it was last seen holding data
+        self._holders: dict[RecallService, int] = {}  # service -> requests holding it
+        self._holders_lock = threading.Lock()
 
     def switch_service(self, service: RecallService) -> None:
-        """Serve `service` from the next request on (a reload); requests under way keep theirs."""
+        """Serve `service` from the next request on (a reload); requests under way keep theirs
+        (`hold`), and the replaced one is `in_use` until the last of them is done."""
         self.service = service
         self._known.clear()
 
     def svc(self) -> RecallService:
-        if self.service is None:
+        service = _REQUEST_SERVICE.get() or self.service
+        if service is None:
             raise ApiError(503, "starting", "the service is starting")
-        return self.service
+        return service
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """One request: it is served by the service serving when it arrived, from start to end,
+        whatever reload happens meanwhile."""
+        with self._holders_lock:
+            service = self.service
+            if service is not None:
+                self._holders[service] = self._holders.get(service, 0) + 1
+        token = _REQUEST_SERVICE.set(service)
+        try:
+            yield
+        finally:
+            _REQUEST_SERVICE.reset(token)
+            if service is not None:
+                with self._holders_lock:
+                    left = self._holders[service] - 1
+                    if left:
+                        self._holders[service] = left
+                    else:
+                        del self._holders[service]
+
+    def in_use(self, service: RecallService) -> bool:
+        """Whether a request under way holds `service`."""
+        with self._holders_lock:
+            return service in self._holders
 
     def readable(self, principal: Principal, ref: TenantRef | Scope) -> Scope:
         """The scope, if the key was granted it and the stores know it; else 404. The grant is
@@ -211,6 +243,26 @@ class Api:
             ) from None
 
 
+# The service of the request under way (`Api.hold`); route handlers run in worker threads,
+# which see the request's context.
+_REQUEST_SERVICE: ContextVar[RecallService | None] = ContextVar("memflow_service", default=None)
+
+
+class _HoldService:
+    """Binds each HTTP request to the service serving when it arrived (`Api.hold`)."""
+
+    def __init__(self, app: Any, api: Api) -> None:
+        self.app = app
+        self.api = api
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        with self.api.hold():
+            await self.app(scope, receive, send)
+
+
 def create_app(
     *,
     keys: KeyRing,
@@ -256,6 +308,7 @@ def create_app(
     )
     app.state.api = api
     app.add_middleware(GuardMiddleware, limits=limits, metrics=metrics)
+    app.add_middleware(_HoldService, api=api)
     _install_error_handlers(app, metrics)
     _install_routes(app, api)
     return app
@@ -553,7 +606,7 @@ def accepted_triple(index: int, scope: Scope, row: Mapping[str, Any]) -> TripleA
 
 
 async def _health(api: Api) -> Health:
-    service = api.service
+    service = _REQUEST_SERVICE.get() or api.service
     if service is None:
         return Health(
             status="unavailable", graph=StoreHealth(ok=False), vectors=None, embedding_model=None

@@ -20,8 +20,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
+import select
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,9 +78,10 @@ class Built:
                 log.warning("closing failed: %s", type(exc).__name__)
 
 
-def build_service(cfg: Settings, *, warm_up: bool = True) -> Built:
+def build_service(cfg: Settings, *, warm_up: bool = True, require_model: bool = False) -> Built:
     """A `RecallService` over the configured graph store, vector store and embedding model.
-    With no embedder configured the service answers by names (and `auto` says so)."""
+    With no embedder configured the service answers by names (and `auto` says so).
+    `require_model`: a model that does not answer the warm-up fails the build (a reload)."""
     closers: list[Callable[[], None]] = []
     graph = cfg.open_graph()
     closers.append(graph.close)
@@ -98,7 +102,7 @@ def build_service(cfg: Settings, *, warm_up: bool = True) -> Built:
             vectors = cfg.open_vectors()
             closers.append(vectors.close)
             if warm_up:
-                _warm_up(provider)
+                _warm_up(provider, strict=require_model)
         service = RecallService(
             graph,
             vectors,
@@ -113,11 +117,15 @@ def build_service(cfg: Settings, *, warm_up: bool = True) -> Built:
     return Built(service, closers)
 
 
-def _warm_up(provider: EmbeddingProvider) -> None:
+def _warm_up(provider: EmbeddingProvider, *, strict: bool = False) -> None:
     """Load the model now: a first query would otherwise wait for it (and time out)."""
     try:
         provider.embed(["warm up"])
     except (ModelError, OSError, ValueError) as exc:
+        if strict:
+            raise ModelError(
+                f"embedding model {provider.model} does not answer ({type(exc).__name__})"
+            ) from None
         log.warning("embedding model %s not ready: %s", provider.model, type(exc).__name__)
 
 
@@ -126,9 +134,19 @@ RELOADED_SETTINGS = (
     *dict.fromkeys(EMBEDDING_SETTINGS.values()),
     "MEMFLOW_PREVIOUS_EMBEDDING_MODEL",
 )
-# How long a replaced service stays open for the requests that still hold it (the client's
-# default timeout is 5 s).
+# A replaced service stays open at least this long, and then until the last request that holds
+# it is done (`Api.hold`), at most `RELOAD_MAX_HOLD_S` (the client's default timeout is 5 s).
 RELOAD_GRACE_S = 30.0
+RELOAD_MAX_HOLD_S = 600.0
+MAX_SETTINGS_FILE_BYTES = 1024 * 1024
+_URL_SECRETS = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s'\"@]*@|\?[^\s'\"#]*=[^\s'\"#]*"
+)
+
+
+def scrubbed(message: str) -> str:
+    """An error message as a log may show it: URLs lose their user info and query strings."""
+    return _URL_SECRETS.sub(lambda m: m.group("scheme") or "?...", message)
 
 
 class ServiceSwitch:
@@ -136,9 +154,11 @@ class ServiceSwitch:
 
     `reload` reads the embedding settings the file names (they win over the settings the server
     started with, as in the code location, `resources.configurable`), and when they differ from
-    the running ones builds a whole new service (stores, models, warm-up) before switching to
-    it; the old one is closed `grace_s` later, once the requests that hold it are done. A
-    service that fails to build leaves the running one in place."""
+    the running ones builds a whole new service (stores, models, warm-up) beside the running
+    one, then switches to it; the old one is closed once `grace_s` has passed and no request
+    holds it. A service that fails to build, or whose embedding model does not answer the
+    warm-up, leaves the running one in place. Reloads run one at a time; a build never holds up
+    requests, startup or shutdown (a service built after shutdown is closed at once)."""
 
     def __init__(
         self,
@@ -146,49 +166,86 @@ class ServiceSwitch:
         settings_file: str | os.PathLike[str] | None = None,
         *,
         grace_s: float = RELOAD_GRACE_S,
+        max_hold_s: float = RELOAD_MAX_HOLD_S,
         warm_up: bool = True,
     ) -> None:
         self.cfg = cfg
         self.settings_file = Path(settings_file) if settings_file else None
         self.grace_s = grace_s
+        self.max_hold_s = max_hold_s
         self.warm_up = warm_up
         self.api: Api | None = None  # bound by create_server_app
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the state below; never held while building
+        self._building = threading.Lock()  # one start or reload at a time
         self._running: Built | None = None
         self._retired: list[Built] = []
         self._closed = False
 
     def start(self) -> RecallService:
-        with self._lock:
-            self._running = build_service(self.cfg, warm_up=self.warm_up)
-            return self._running.service
+        with self._building:
+            built = build_service(self.cfg, warm_up=self.warm_up)
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._running = built
+            if closed:
+                built.close()
+                raise RuntimeError("the server shut down while its service was being built")
+            return built.service
 
     def settings_now(self) -> Settings:
         if self.settings_file is None:
             return self.cfg
+        if self.settings_file.is_file() and (
+            self.settings_file.stat().st_size > MAX_SETTINGS_FILE_BYTES
+        ):
+            raise ValueError(f"larger than {MAX_SETTINGS_FILE_BYTES} bytes")
         found = read_settings_file(self.settings_file)
         return self.cfg.with_values(**{k: found[k] for k in RELOADED_SETTINGS if k in found})
 
     def reload(self) -> str:
-        """Apply the settings file's embedding settings; says what happened."""
-        with self._lock:
-            if self._closed or self._running is None or self.api is None:
+        """Apply the settings file's embedding settings; says what happened (and logs it)."""
+        with self._building:
+            with self._lock:
+                running = not self._closed and self._running is not None and self.api is not None
+                current = self.cfg
+            if not running:
+                log.warning("reload: the service is not running (starting or stopped): ignored")
                 return "not running"
             try:
                 cfg = self.settings_now()
             except (OSError, ValueError) as exc:
-                log.error("reload: the settings file cannot be read: %s", type(exc).__name__)
+                log.error(
+                    "reload: the settings file %s cannot be read: %s: %s",
+                    self.settings_file,
+                    type(exc).__name__,
+                    scrubbed(str(exc)),
+                )
                 return "failed"
-            if all(cfg.get(k) == self.cfg.get(k) for k in RELOADED_SETTINGS):
+            if all(cfg.get(k) == current.get(k) for k in RELOADED_SETTINGS):
+                where = self.settings_file if self.settings_file else "no settings file"
+                log.info("reload: the embedding settings are unchanged (%s)", where)
                 return "unchanged"
             try:
-                fresh = build_service(cfg, warm_up=self.warm_up)
+                fresh = build_service(cfg, warm_up=self.warm_up, require_model=self.warm_up)
             except Exception as exc:  # the running service stays; the log says why
-                log.error("reload failed, still serving %s: %s", self.model, exc)
+                log.error(
+                    "reload failed, still serving %s: %s: %s",
+                    self.model,
+                    type(exc).__name__,
+                    scrubbed(str(exc)),
+                )
                 return "failed"
-            old, self._running, self.cfg = self._running, fresh, cfg
-            self.api.switch_service(fresh.service)
-            self._retired.append(old)
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    assert self.api is not None and self._running is not None
+                    old, self._running, self.cfg = self._running, fresh, cfg
+                    self.api.switch_service(fresh.service)
+                    self._retired.append(old)
+            if closed:  # shut down while building
+                fresh.close()
+                return "not running"
             timer = threading.Timer(self.grace_s, self._retire, args=(old,))
             timer.daemon = True
             timer.start()
@@ -197,9 +254,20 @@ class ServiceSwitch:
 
     @property
     def model(self) -> str | None:
-        return self._running.service.current_model if self._running is not None else None
+        running = self._running
+        return running.service.current_model if running is not None else None
 
     def _retire(self, built: Built) -> None:
+        """Close a replaced service once no request holds it (at most `max_hold_s` more)."""
+        deadline = time.monotonic() + self.max_hold_s
+        while self.api is not None and self.api.in_use(built.service):
+            with self._lock:
+                if built not in self._retired:
+                    return  # closed at shutdown already
+            if time.monotonic() >= deadline:
+                log.warning("closing a replaced service that requests still hold")
+                break
+            time.sleep(0.1)
         with self._lock:
             if built not in self._retired:
                 return  # closed at shutdown already
@@ -214,6 +282,38 @@ class ServiceSwitch:
             self._running = None
         for built in every:
             built.close()
+
+
+class ReloadSignal:
+    """Runs `reload` in its own thread when a signal arrives. The handler only writes a byte to
+    a pipe: a handler runs in the main thread, between any two bytecodes, so one that took a
+    lock (starting a thread does) could wait forever on a lock the interrupted code holds.
+    Signals that arrive while a reload runs make one more reload, not one each."""
+
+    def __init__(self, reload: Callable[[], object]) -> None:
+        self._reload = reload
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+        threading.Thread(target=self._run, name="memflow-reload", daemon=True).start()
+
+    def handler(self, *_: object) -> None:
+        with contextlib.suppress(OSError):  # the pipe is full: a reload is due anyway
+            os.write(self._write, b"\0")
+
+    def _run(self) -> None:
+        while True:
+            select.select([self._read], [], [])
+            try:  # every signal so far: one reload
+                while os.read(self._read, 65536):
+                    pass
+                return  # end of file: the write end is gone
+            except BlockingIOError:
+                pass
+            try:
+                self._reload()
+            except Exception as exc:  # the next signal must still be served
+                log.error("reload failed: %s", type(exc).__name__)
 
 
 def create_server_app(
@@ -266,12 +366,10 @@ def serve(
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     app = create_server_app(cfg, public_metrics=public_metrics, settings_file=settings_file)
     log.info("keys file: %s", cfg.keys_file)
-    if settings_file and hasattr(signal, "SIGHUP"):
-        # uvicorn handles SIGINT and SIGTERM only; a reload builds models and opens stores,
-        # so it runs beside the server, not in the signal handler.
-        def on_hup(*_: object) -> None:
-            threading.Thread(target=app.state.reload, name="memflow-reload", daemon=True).start()
-
-        signal.signal(signal.SIGHUP, on_hup)
-        log.info("SIGHUP re-reads the embedding settings of %s", settings_file)
+    if hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread():
+        # uvicorn handles SIGINT and SIGTERM only. Installed without a settings file too:
+        # SIGHUP's default action would kill the server without a shutdown.
+        signal.signal(signal.SIGHUP, ReloadSignal(app.state.reload).handler)
+        if settings_file:
+            log.info("SIGHUP re-reads the embedding settings of %s", settings_file)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)

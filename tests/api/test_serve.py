@@ -253,3 +253,197 @@ def test_sighup_makes_memflow_serve_reread_its_env_file(
             proc.terminate()
             proc.wait(timeout=60)
             stop_lite_server(data_dir)
+
+
+def _switch_app(env_file: Path, url: str, monkeypatch: pytest.MonkeyPatch, **kwargs):
+    env_file.write_text(_embedding_settings(url, "hash-a"))
+    monkeypatch.setenv("MEMFLOW_EMBEDDER", "openai")
+    monkeypatch.setenv("MEMFLOW_EMBEDDING_URL", url)
+    monkeypatch.setenv("MEMFLOW_EMBEDDING_MODEL", "hash-a")
+    return create_server_app(Settings.from_env(), settings_file=env_file, **kwargs)
+
+
+def test_a_request_under_way_keeps_its_service_past_the_grace(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+    import time
+
+    from recall.service import RecallService
+    from resources.vector.lite_server import stop_lite_server
+    from tests.support.embeddings_server import EmbeddingsServer
+
+    key = add_key(Settings.from_env().keys_file, "acme", ["payments"])
+    env_file = tmp_path / ".env"
+    inside, go_on = threading.Event(), threading.Event()
+    served_by: list[RecallService] = []
+    recall = RecallService.recall
+
+    def slow_recall(self: RecallService, *args: object, **kwargs: object):
+        served_by.append(self)
+        inside.set()
+        assert go_on.wait(30)
+        return recall(self, *args, **kwargs)
+
+    with EmbeddingsServer(dim=8) as server:
+        app = _switch_app(env_file, server.url, monkeypatch, reload_grace_s=0.0)
+        try:
+            with TestClient(app) as client:
+                first = app.state.api.service
+                monkeypatch.setattr(RecallService, "recall", slow_recall)
+                answers: list = []
+                asking = threading.Thread(
+                    target=lambda: answers.append(
+                        client.post(
+                            "/v1/recall",
+                            json={"tenant": "acme/payments", "query": "LedgerCore"},
+                            headers=bearer(key),
+                        )
+                    )
+                )
+                asking.start()
+                assert inside.wait(30)
+                env_file.write_text(_embedding_settings(server.url, "hash-b"))
+                assert app.state.reload() == "reloaded"
+                time.sleep(0.5)  # past the grace: only the request under way holds `first`
+                assert first.vector_leg.vectors is not None and app.state.api.in_use(first)
+                go_on.set()
+                asking.join(30)
+                # the request was answered by the service it started with, still open (a
+                # closed graph store answered 503)
+                assert answers[0].status_code == 200 and served_by == [first]
+                deadline = time.monotonic() + 10
+                while app.state.api.in_use(first) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert not app.state.api.in_use(first)
+        finally:
+            stop_lite_server(data_dir)
+
+
+def test_a_reload_never_holds_up_shutdown_and_refuses_a_model_that_does_not_answer(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    import threading
+    import time
+
+    import recall.server as server_module
+    from resources.vector.lite_server import stop_lite_server
+    from tests.support.embeddings_server import EmbeddingsServer, Fault
+
+    env_file = tmp_path / ".env"
+    with EmbeddingsServer(dim=8) as server:
+        app = _switch_app(env_file, server.url, monkeypatch)
+        try:
+            with TestClient(app) as client:
+                running = app.state.api.service
+                # a model whose server refuses the warm-up: the running service stays
+                env_file.write_text(_embedding_settings(server.url, "hash-b"))
+                server.enqueue(Fault(status=404))
+                assert app.state.reload() == "failed"
+                assert app.state.api.service is running
+                assert client.get("/healthz").json()["embedding_model"] == "hash-a"
+                # a reason with credentials is logged without them
+                secret = "https://alice:s3cret@models.example.invalid/v1?api-key=s3cret"
+                env_file.write_text(_embedding_settings(secret, "hash-b"))
+                with caplog.at_level("ERROR", logger="recall.server"):
+                    assert app.state.reload() == "failed"
+                assert "reload failed" in caplog.text and "s3cret" not in caplog.text
+                # files that are not settings change nothing
+                env_file.write_bytes(b"MEMFLOW_EMBEDDING_MODEL=\xff\xfe\n")
+                assert app.state.reload() == "failed"
+                env_file.write_text("# " + "x" * (server_module.MAX_SETTINGS_FILE_BYTES + 1))
+                assert app.state.reload() == "failed"
+                assert app.state.api.service is running
+
+                # a reload still building when the server stops: shutdown does not wait for it
+                building, finish = threading.Event(), threading.Event()
+                build = server_module.build_service
+
+                def slow_build(*args: object, **kwargs: object):
+                    building.set()
+                    assert finish.wait(30)
+                    return build(*args, **kwargs)
+
+                monkeypatch.setattr(server_module, "build_service", slow_build)
+                env_file.write_text(_embedding_settings(server.url, "hash-b"))
+                outcome: list[str] = []
+                reloading = threading.Thread(target=lambda: outcome.append(app.state.reload()))
+                reloading.start()
+                assert building.wait(30)
+                started = time.monotonic()
+            assert time.monotonic() - started < 10  # the shutdown did not wait for the build
+            finish.set()
+            reloading.join(30)
+            assert outcome == ["not running"]  # built after the shutdown, and closed
+        finally:
+            stop_lite_server(data_dir)
+
+
+def test_signals_during_a_reload_make_one_more_reload() -> None:
+    import threading
+    import time
+
+    from recall.server import ReloadSignal
+
+    calls: list[float] = []
+    release = threading.Event()
+
+    def reload() -> None:
+        calls.append(time.monotonic())
+        release.wait(10)
+
+    signal = ReloadSignal(reload)
+    signal.handler()
+    deadline = time.monotonic() + 10
+    while not calls and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for _ in range(10_000):  # a storm, while the first reload runs: never blocks
+        signal.handler()
+    release.set()
+    time.sleep(0.5)
+    assert len(calls) == 2
+
+
+def test_sighup_never_kills_a_server_started_without_a_settings_file(data_dir: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from bench.netutil import free_port
+
+    root = Path(__file__).resolve().parents[2]
+    port = free_port()
+    code = (
+        "from recall.server import serve\nfrom resources.settings import Settings\n"
+        f"serve(Settings.from_env(), port={port}, log_level='warning')\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+    def up() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
+                return json.load(r)["status"] == "ok"
+        except OSError:
+            return False
+
+    try:
+        deadline = time.monotonic() + 120  # a wait for the server, not a speed check
+        while not up():
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        for _ in range(50):  # a storm
+            proc.send_signal(signal.SIGHUP)
+        time.sleep(1)
+        assert proc.poll() is None and up()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
