@@ -335,17 +335,29 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_vectors_prune(args: argparse.Namespace) -> int:
+    import os
+    from pathlib import Path
+
+    # The file the code location (and a reloaded `memflow serve`) reads its models from: its
+    # current and previous models are kept too. Read before resolution exports it empty.
+    settings_file = Path(os.environ.get("MEMFLOW_SETTINGS_FILE") or ".env").absolute()
     cfg = _settings(args)
     from pipelines.vector_prune import PruneRefused, prune_vectors
 
     tenants = [_scope(t) for t in args.tenant or []]
     try:
-        report = prune_vectors(cfg, tenants=tenants, keep=args.keep or [], apply=args.apply)
+        report = prune_vectors(
+            cfg,
+            tenants=tenants,
+            keep=args.keep or [],
+            apply=args.apply,
+            settings_file=settings_file,
+        )
     except PruneRefused as exc:
         print(f"memflow: {exc}", file=sys.stderr)
         return 2
     print("\n".join(report.lines()))
-    return 0
+    return 1 if report.failed else 0
 
 
 def cmd_stop(args: argparse.Namespace) -> int:

@@ -87,9 +87,14 @@ def code_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     stop_lite_server(data)
 
 
-def prune(monkeypatch: pytest.MonkeyPatch, capsys, data: Path, previous: str, *flags: str) -> str:
-    """`memflow vectors prune` as a user runs it after the switch (hash-b in the environment)."""
+def prune(
+    monkeypatch: pytest.MonkeyPatch, capsys, data: Path, url: str, previous: str, *flags: str
+) -> str:
+    """`memflow vectors prune` as a user runs it after the switch: hash-b and `previous` in the
+    settings file, which the prune reads too (it keeps the models the file names), and in the
+    environment."""
     location_file = os.environ[SETTINGS_FILE]
+    write_settings(Path(location_file), url, "hash-b", previous=previous, extraction="llama-b")
     monkeypatch.setenv("MEMFLOW_EMBEDDING_MODEL", "hash-b")
     monkeypatch.setenv("MEMFLOW_PREVIOUS_EMBEDDING_MODEL", previous)
     capsys.readouterr()
@@ -141,7 +146,7 @@ def test_a_model_switched_in_the_settings_file_is_observed_and_re_embedded(
         assert "previous_model" in [w.code for w in answer.warnings]
 
         # Pruning before the new model covers the tenants deletes nothing.
-        out = prune(monkeypatch, capsys, data, "", "--apply")
+        out = prune(monkeypatch, capsys, data, server.url, "", "--apply")
         assert out.count(NOT_COVERED) == 4 and "0 vectors deleted" in out
         assert set(cfg.open_vectors().models(Scope("acme", "api"))) == {"hash-a", "facts:hash-a"}
 
@@ -162,12 +167,13 @@ def test_a_model_switched_in_the_settings_file_is_observed_and_re_embedded(
         assert "previous_model" not in [w.code for w in answer.warnings]
 
         # Once covered: the previous model is kept while it is configured, then pruned.
-        assert "nothing to prune" in prune(monkeypatch, capsys, data, "hash-a", "--apply")
+        kept = prune(monkeypatch, capsys, data, server.url, "hash-a", "--apply")
+        assert "nothing to prune" in kept
         before = {t: cfg.open_vectors().models(Scope.parse(t)) for t in TENANTS}
-        dry = prune(monkeypatch, capsys, data, "")
+        dry = prune(monkeypatch, capsys, data, server.url, "")
         assert dry.count("would delete") == 4 and "run again with --apply" in dry
         assert {t: cfg.open_vectors().models(Scope.parse(t)) for t in TENANTS} == before
-        done = prune(monkeypatch, capsys, data, "", "--apply")
+        done = prune(monkeypatch, capsys, data, server.url, "", "--apply")
         removed = sum(before[t][m][1] for t in TENANTS for m in ("hash-a", "facts:hash-a"))
         assert f"{removed:,} vectors deleted" in done
         for tenant in TENANTS:
