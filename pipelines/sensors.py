@@ -176,8 +176,15 @@ def _run_retries_will_rerun(instance: DagsterInstance, run: DagsterRun) -> bool:
             return False
         run, tag = fresh, fresh.tags.get(WILL_RETRY_TAG)
     if tag is not None:
-        return tag == "true"
+        # read as the retry daemon reads it ("True" and "1" retry too)
+        from dagster._utils.tags import get_boolean_tag_value
+
+        return get_boolean_tag_value(tag)
     # imported here: dagster._daemon costs ~0.5 s of imports that `memflow run` never needs
+    from dagster._core.errors import DagsterRunNotFoundError
     from dagster._daemon.auto_run_reexecution.auto_run_reexecution import should_retry
 
-    return should_retry(run, instance)
+    try:
+        return should_retry(run, instance)
+    except DagsterRunNotFoundError:  # deleted since it was read: as when it is gone already
+        return False

@@ -184,6 +184,20 @@ def _split(instance: DagsterInstance, run: DagsterRun) -> list[str]:
         # daemon's own decision answers, so the run is not retried whole *and* split
         (True, {}, False),
         (True, {"dagster/failure_reason": "STEP_FAILURE"}, True),
+        # the tag read as the retry daemon reads it: not retried whole *and* split
+        (True, {"dagster/will_retry": "True"}, False),
+        # the run allows no retry (or says so unreadably): halves
+        (True, {"dagster/max_retries": "0"}, True),
+        (True, {"dagster/max_retries": "not a number"}, True),
+        # a step failure the instance retries as well: the retry, not halves
+        (
+            True,
+            {
+                "dagster/failure_reason": "STEP_FAILURE",
+                "dagster/retry_on_asset_or_op_failure": "true",
+            },
+            False,
+        ),
     ],
 )
 def test_a_failed_batch_is_split_only_when_run_retries_will_not_rerun_it(
@@ -195,8 +209,50 @@ def test_a_failed_batch_is_split_only_when_run_retries_will_not_rerun_it(
     with dagster_instance_for_test(overrides=overrides) as instance:
         run = _failed_batch(instance, tags)
         assert _split(instance, run) == (["o/t0..o/t1", "o/t2..o/t3"] if halves else [])
-        if retries:  # the decision is stored, as the retry daemon stores it
+        if retries and "dagster/will_retry" not in tags:  # stored, as the retry daemon does
             assert (
                 instance.get_run_by_id(run.run_id).tags["dagster/will_retry"]
                 == str(not halves).lower()
             )
+
+
+def test_the_last_retry_of_a_batch_is_split() -> None:
+    overrides = {"run_retries": {"enabled": True, "max_retries": 2}}
+    with dagster_instance_for_test(overrides=overrides) as instance:
+        root = _failed_batch(instance, {"dagster/will_retry": "true"})
+        parent, tries = root, []
+        for number in (1, 2):  # the retry daemon's two retries, the last one failed too
+            tags = {
+                **root.tags,
+                "dagster/retry_number": str(number),
+                "dagster/root_run_id": root.run_id,  # what Dagster's re-execution writes
+                "dagster/parent_run_id": parent.run_id,
+            }
+            tags.pop("dagster/will_retry")
+            parent = DagsterRun(
+                job_name="ingest_job",
+                run_id=make_new_run_id(),
+                status=DagsterRunStatus.FAILURE,
+                tags=tags,
+                root_run_id=root.run_id,
+                parent_run_id=parent.run_id,
+            )
+            instance.add_run(parent)
+            tries.append(parent)
+        assert _split(instance, root) == []  # being retried
+        assert _split(instance, tries[-1]) == ["o/t0..o/t1", "o/t2..o/t3"]
+
+
+def test_a_run_deleted_while_the_sensor_decides_is_split_not_an_error() -> None:
+    overrides = {"run_retries": {"enabled": True, "max_retries": 2}}
+    with dagster_instance_for_test(overrides=overrides) as instance:
+        run = _failed_batch(instance, {})
+        read = instance.get_run_by_id
+
+        def read_then_delete(run_id: str):
+            found = read(run_id)
+            instance.delete_run(run_id)  # between the sensor's read and the daemon's rule
+            return found
+
+        instance.get_run_by_id = read_then_delete  # type: ignore[method-assign]
+        assert _split(instance, run) == ["o/t0..o/t1", "o/t2..o/t3"]
