@@ -26,8 +26,15 @@ Dockerfile ``ENV``, XML), credentials on the command lines agents run (``curl -u
 ``mysql -p``, ``sshpass -p``, ``redis-cli -a``, ``docker login -p``, ``echo X | sudo -S`` ...),
 signed-URL signatures (Azure SAS ``sig=``, ``X-Amz-Signature``), AWS secret keys near an AWS or
 secret word, SQL (``WITH PASSWORD 'x'``, ``IDENTIFIED BY 'x'``), ``.netrc``, Docker's
-``config.json``, and passwords stated in prose ("my password is hunter2RT", "the password for
-prod was 'x y'", "password Hunter2RT").
+``config.json``, PostgreSQL's ``.pgpass`` lines (``db:5432:pay:app:[REDACTED:password]``: only the
+password field), cookies (``Cookie:`` and ``Set-Cookie:`` headers, curl's ``-b``/``--cookie``,
+a HAR file's cookie header, Netscape ``cookies.txt`` lines: each value, never a name or a
+``Path=/; HttpOnly`` attribute, ``[REDACTED:cookie]``), and passwords stated in prose
+("my password is hunter2RT", "the password for prod was 'x y'", "password Hunter2RT"), in
+English and in German, French, Spanish, Portuguese, Dutch, Swedish, Norwegian, Danish, Polish,
+Russian, Ukrainian, Turkish, Chinese, Japanese and Korean ("das Passwort ist ...", "le mot de
+passe est « ... »", "пароль от базы — ...", "数据库密码是...", "パスワードは..."); their words
+for password are assignment keys too (``passwort=``, ``contraseña:``, ``şifre =``).
 
 Text in JSON-escaped form (``postgres:\\/\\/app:pw@db``, ``\\u0070assword``, a JSON document
 inside a JSON string) is also read decoded, up to three levels deep; what is found there is cut
@@ -42,8 +49,18 @@ Code is not a value: ``password = get_password()``, ``os.environ['PW']``, ``sett
 of a password-like name (``Hunter2RT(prod)``) and brackets inside a word (``Sup3r[Secret]RT``)
 are values, and so is everything after ``KEY=`` in a ``.env`` line or shell variable. A prose
 password must look like one (a digit with letters, a symbol or inner capitals; or quoted):
-"the password is correcthorsebatterystaple" is not found, "the password is required" and
-"passwords are hashed" are left alone.
+"the password is correcthorsebatterystaple" is not found, "the password is required",
+"passwords are hashed", "das Passwort ist erforderlich", "le mot de passe est requis" and
+"пароль обязателен" are left alone; Spanish ``clave`` and Turkish/Italian ``parola`` (also key,
+word) need a value that looks strongly like one even when quoted. A line of five
+colon-separated fields is a ``.pgpass`` line only in a text that mentions ``pgpass``, or with
+a host, a port, no space in its first four fields, a database that is no number and a
+password that looks like one (or PostgreSQL's port): timestamps, IPv6 and MAC addresses,
+``host:port``, ``ERROR:root:...`` log lines, slices and linter output
+(``app/db.py:12:5: E501 ...``) stay; a pgpass password with an unescaped colon is found only
+where the text says ``pgpass``. Not detected: a HAR file's ``cookies`` arrays (name and value
+as separate JSON fields), cookies set in code (``document.cookie = ...``,
+``response.set_cookie(...)``).
 
 Speed: everything compiles once at import. Each detector has a gate, a few lowercase
 substrings or regexes that every match implies and that demand its structure, not just a word
@@ -139,6 +156,8 @@ class _Detector:
     clip: re.Pattern[str] | None = None
     accept: Callable[[re.Match[str]], bool] | None = None
     refine: _Refine | None = None  # replaces `groups` and `accept` where given
+    # Where one match holds several secrets (a Cookie header's values): each (start, end).
+    refine_all: Callable[[re.Match[str]], list[tuple[int, int]]] | None = None
     kind_of: Callable[[re.Match[str]], str] | None = None
     keep_prefix: str = ""  # a literal label at the start of the match that stays readable
     # Where a pattern starts with a character class or a look-behind, scanning every position
@@ -167,11 +186,11 @@ class _Detector:
             pos = max(m.end(), m.start() + 1) if spans else m.start() + 1
 
     def _spans_of(self, m: re.Match[str], text: str, atoms: _Atoms) -> list[_Span]:
-        if self.refine is not None:
-            found = self.refine(m)
-            if found is None:
-                return []
-            start, end = found
+        if self.refine_all is not None:
+            found = self.refine_all(m)
+        elif self.refine is not None:
+            one = self.refine(m)
+            found = [] if one is None else [one]
         else:
             if self.accept is not None and not self.accept(m):
                 return []
@@ -184,18 +203,23 @@ class _Detector:
                 end = min(end, clip.end())
             if self.keep_prefix and text.startswith(self.keep_prefix, start):
                 start += len(self.keep_prefix)
-        if start >= end:
-            return []
-        # Never split a backslash escape (JSON or shell text stays well formed): a span
-        # right after an escaping backslash takes it along; one ending on it leaves it.
-        if _escapes_next(text, start):
-            start -= 1
-        if _escapes_next(text, end) and end - 1 > start:
-            end -= 1
-        kind = self.kind_of(m) if self.kind_of else self.kind
-        if atoms and _touches_an_atom(atoms, min(start, m.start()), max(end, m.end()), start, end):
-            return []
-        return [(start, end, self.priority, kind)]
+            found = [(start, end)]
+        kind = self.kind_of(m) if self.kind_of and found else self.kind
+        out: list[_Span] = []
+        for start, end in found:
+            if start >= end:
+                continue
+            # Never split a backslash escape (JSON or shell text stays well formed): a span
+            # right after an escaping backslash takes it along; one ending on it leaves it.
+            if _escapes_next(text, start):
+                start -= 1
+            if _escapes_next(text, end) and end - 1 > start:
+                end -= 1
+            lo, hi = min(start, m.start()), max(end, m.end())
+            if atoms and _touches_an_atom(atoms, lo, hi, start, end):
+                continue
+            out.append((start, end, self.priority, kind))
+        return out
 
 
 # --- placeholders as atoms --------------------------------------------------------------------
@@ -425,7 +449,8 @@ def _is_value(value: str, key: str, quoted: bool, literal: bool = False) -> bool
         return False
     if key.lower().endswith("token") and (len(value) < 8 or value.isdigit()):
         return False  # max_token: 512, next_token: "2"
-    if _WEAK_KEY.fullmatch(key.strip("\\\"']")) and not _prose_password(value, strong=False):
+    weak = _WEAK_KEY.fullmatch(key.strip("\\\"']"))
+    if weak and not _prose_password(value, strong=weak.group("strong") is not None):
         return False  # `pass: 12` is a count, `pass: Hunter2RT` a password
     if key.lower() == "pwd" and value[0] in "/~":
         return False  # `pwd: /home/dev` is the working directory
@@ -452,13 +477,26 @@ def _is_value(value: str, key: str, quoted: bool, literal: bool = False) -> bool
 # (GITHUB_TOKEN, access_token) only as the end of a name, so that max_tokens, token_type and
 # tokenizer stay; `access_key` (SharedAccessKey, access_key_id); `pw` only as a whole name or
 # its last part (`pw`, `DB_PW`), so that `pw_hash` and `upward` stay.
-# Also added: the word for password in a few more languages (Passwort, senha, wachtwoord,
-# пароль); `pass` and `psk` as a whole name or its last part (`pass:`, `'pass':`, WPA's
-# `psk=`), where `pass` needs a value that looks like a password ("tests pass: 12" stays).
-_MORE_KEYWORDS = ("access_?key", "passwort", "senha", "wachtwoord", "пароль")
+# Also added: the word for password in other languages (`_PASSWORD_WORDS`: Passwort, Kennwort,
+# mot_de_passe, senha, palavra_passe, wachtwoord, lösenord, passord, adgangskode, kodeord,
+# hasło, şifre, пароль, 密码, パスワード, 비밀번호 ...; contraseña is in the library's list);
+# `pass` and `psk` as a whole name or its last part (`pass:`, `'pass':`, WPA's `psk=`), and so
+# `clave` (Spanish: key, password) and `parola` (Turkish: password; Italian: word), all of
+# which need a value that looks like a password ("tests pass: 12", `clave: id` stay).
+# Those a longer name can hold by chance end where a letter would go on (`bypassOrder`,
+# `hasLoaded`).
+_PASSWORD_WORDS = (
+    "passwort", "kennwort", "mot_?de_?passe", "senha", "palavra_?passe", "wachtwoord",
+    "lösenord", "passord(?:et)?(?![a-z])", "adgangskode", "kodeord", "has[lł]o(?![a-z])",
+    "[şs]ifre(?![a-z])", "пароль", "密码", "密碼", "パスワード", "비밀번호", "패스워드",
+)  # fmt: skip
+_MORE_KEYWORDS = ("access_?key", *_PASSWORD_WORDS)
 _KW = "|".join(k.replace("_?", "[_.-]?") for k in (*keyword.DENYLIST, *_MORE_KEYWORDS))
-_KEY = rf"(?:[\w.-]*?(?:{_KW})[\w.-]*|[\w.-]*token|(?:[\w.-]*[_.-])?(?:pw|pass|psk))(?![\w.-])"
-_WEAK_KEY = re.compile(r"pass", re.IGNORECASE)  # fullmatch: a bare `pass`, not `db_pass`
+_WEAK_WORDS = "pw|pass|psk|clave|parola"
+_KEY = rf"(?:[\w.-]*?(?:{_KW})[\w.-]*|[\w.-]*token|(?:[\w.-]*[_.-])?(?:{_WEAK_WORDS}))(?![\w.-])"
+# fullmatch: a bare `pass`, not `db_pass`; `clave` and `parola`, words for other things too,
+# also as the last part of a name, with a value that looks strongly like a password.
+_WEAK_KEY = re.compile(r"pass|(?P<strong>(?:[\w.-]*[_.-])?(?:clave|parola))", re.IGNORECASE)
 _KEY_ONLY = re.compile(_KEY, re.IGNORECASE)
 # Names that describe a secret without holding it: `SharedAccessKeyName=Root`,
 # `password_file=/run/secrets/db`, `token_url`, `secret_length`, `keyType`.
@@ -473,10 +511,13 @@ def _holds_a_secret(key: str) -> bool:
 
 
 # Substrings every keyword of the list contains (a unit test checks each keyword against them).
-_KEYWORD_GATE = (
-    "key", "pass", "pwd", "secret", "contrase", "token", "pw", "psk", "senha", "wachtwoord",
-    "пароль",
+# Those of a password word also name the kind (`_kind_for_key`).
+_PASSWORD_STEMS = (
+    "pass", "pwd", "contrase", "senha", "wachtwoord", "пароль", "kennwort", "lösenord",
+    "adgangskode", "kodeord", "hasło", "haslo", "şifre", "sifre", "clave", "parola", "密码",
+    "密碼", "パスワード", "비밀번호", "패스워드",
 )  # fmt: skip
+_KEYWORD_GATE = ("key", "secret", "token", "pw", "psk", *_PASSWORD_STEMS)
 _KEYWORDS_RE = "|".join(_KEYWORD_GATE)
 # Gates demand what every match of their detector shows, not just a word: a bare `key` or
 # `token` is in most coding turns, `key=` or `token:` is not, and a text no gate opens never
@@ -509,9 +550,7 @@ _ENV_VALUE = re.compile(r"""(?:[^\s"'`;&|<>]|&(?![&\s]|$))+""")
 
 def _kind_for_key(key: str) -> str:
     low = key.lower()
-    if any(w in low for w in ("pass", "pwd", "contrase", "senha", "wachtwoord", "пароль")) or (
-        low.endswith(("pw", "psk"))
-    ):
+    if any(w in low for w in _PASSWORD_STEMS) or low.endswith(("pw", "psk")):
         return "password"
     if low.endswith("token"):
         return "token"
@@ -798,7 +837,15 @@ _PROSE_NOT_A_PASSWORD = frozenset(
      "utf8", "utf-8", "latin-1", "argon2", "argon2id", "argon2i", "pbkdf2", "bcrypt", "scrypt",
      "aes256", "aes-256", "hex", "ascii", "http", "https", "2fa", "mfa", "totp", "oauth2"}
 )  # fmt: skip
-_LOWER_WORDS = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+|[A-Z]?[a-z]+|[A-Z]+|[a-z]+")
+
+
+def _plain_words(value: str) -> bool:
+    """A word or hyphenated words in any alphabet, as prose writes them: lower case,
+    capitalised or all capitals ("required", "Hashed", "base64-encoded", "erforderlich",
+    "обязательно"); no inner capital, no symbol."""
+    if "-" in value:
+        return all(p.isalnum() and p == p.lower() for p in value.split("-"))
+    return value.isalpha() and (value.islower() or value.isupper() or value.istitle())
 
 
 def _prose_password(value: str, strong: bool) -> bool:
@@ -811,7 +858,7 @@ def _prose_password(value: str, strong: bool) -> bool:
         return False
     if value.isdigit():
         return len(value) >= 6 and not strong
-    if _LOWER_WORDS.fullmatch(value) and not (any(c.isdigit() for c in value) and "-" not in value):
+    if _plain_words(value) and not (any(c.isdigit() for c in value) and "-" not in value):
         return False  # words: "required", "Hashed", "base64-encoded"
     if value[0] in "/~." or value.startswith(("http:", "https:")):
         return False  # a path or address
@@ -838,6 +885,122 @@ def _prose_span(m: re.Match[str], strong: bool = False) -> tuple[int, int] | Non
 
 def _prose_bare_span(m: re.Match[str]) -> tuple[int, int] | None:
     return _prose_span(m, strong=True)
+
+
+# The same in other languages (no library plugin either): "das Passwort ist Hunter2RT",
+# "le mot de passe est « x y »", "mi contraseña es ...", "a senha é ...", "het wachtwoord is
+# ...", "lösenordet är ...", "passordet er ...", "adgangskoden er ...", "hasło to ...",
+# "пароль от базы — ...", "пароль це ...", "şifre: ...", "数据库密码是...", "パスワードは...",
+# "비밀번호는 ...". A word for password, a copula of its language (or a colon or a dash), the
+# value; quoted also in the typographic quotes of those languages. The value must look like a
+# password as above, so "das Passwort ist erforderlich", "le mot de passe est requis" and
+# "пароль обязателен" stay; without a copula ("Passwort Hunter2RT") it must look strongly like
+# one. `clave` (Spanish for key as much as for password) and `parola` (Italian for word) need
+# that even when quoted, and never stand without a copula.
+_SP = "[ \t\u00a0]"  # French sets a no-break space before its colon and inside « »
+# The words, by language; German, Dutch and the Scandinavian languages also as the end of a
+# compound ("Datenbankpasswort", "Root-Passwort", "adminwachtwoord", "databaslösenordet").
+_COMPOUND_WORDS = (
+    "passwort", "kennwort", "wachtwoord(?:en)?", "lösenord(?:et)?", "passord(?:et)?",
+    "adgangskoden?", "kodeord(?:et)?",
+)  # fmt: skip
+_SIMPLE_WORDS = (
+    rf"mot{_SP}+de{_SP}+passe", "contrase[ñn]as?", "claves?", "senhas?", "palavra-passe",
+    "hasł(?:o|a|em)", "парол(?:ь|я|ем)", "şifre(?:si|m|miz|n|niz)?",
+    "parola(?:sı|m|mız|n|nız)?",
+)  # fmt: skip
+_INTL_WORDS = rf"(?:[^\W\d_]+-?)??(?:{'|'.join(_COMPOUND_WORDS)})|{'|'.join(_SIMPLE_WORDS)}"
+_CJK_WORDS = "密码|密碼|パスワード|비밀번호|패스워드"
+# "for the staging db": a preposition, then up to four words.
+_INTL_FOR = (
+    r"für|von|vom|zum|zur|des|der|de|du|pour|del|da|do|para|voor|van|för|till|for|til"
+    r"|dla|od|от|для|к|від|до"
+)
+_INTL_COPULA = (
+    r"ist|war|lautet|lautete|wäre|bleibt"  # de
+    r"|est|était|sera|reste"  # fr
+    r"|es|era|será|sigue|é|fica|continua"  # es, pt
+    r"|is|was|wordt|blijft"  # nl
+    r"|är|var|blir|er|bliver"  # sv, no, da
+    r"|to|jest|brzmi|był[oa]?"  # pl
+    r"|это|был[оа]?|будет|це|був|було|буде|є"  # ru, uk
+)
+_INTL_ADVERB = (
+    r"jetzt|nun|noch|immer|einfach|maintenant|toujours|encore|siendo|ahora|todavía|aún|agora"
+    r"|ainda|sendo|nu|nog|fortfarande|fortsatt|stadig|teraz|nadal|wciąż|теперь|сейчас|всё"
+    r"|ещё|тепер|зараз|досі"
+)
+# Quoted values: ASCII quotes, « », “ ”, „ “ (or ”), 「 」, 『 』.
+_INTL_QUOTED = rf"""(?P<q>["'`])(?P<qv>[^\n]*?)(?P=q)
+    |«{_SP}*(?P<gv>[^»\n]*?){_SP}*»|“(?P<cv>[^”\n]*)”|„(?P<dv>[^“”\n]*)[“”]
+    |「(?P<jv>[^」\n]*)」|『(?P<kv>[^』\n]*)』"""
+_INTL_QUOTE_GROUPS = ("qv", "gv", "cv", "dv", "jv", "kv")
+# An unquoted value ends at a space, a quote, CJK punctuation or a CJK character
+# ("密码是Hunter2RT，请勿外传", "パスワードはHunter2RTです"), and at a JSON escape (`\n`, `\"`,
+# `\u00fc`; an escaped backslash is part of it): such text is read decoded too (`_views`), and
+# "Passwort f\u00fcr" is no password.
+_INTL_VALUE = (
+    r"(?P<v>(?:[^\s\\\"'`«»“”„「」『』\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+    r"\uff00-\uffef]|\\\\|\\(?![nrtu\"/\\]))+)"
+)
+_PROSE_INTL = re.compile(
+    rf"""
+    (?<![\w.])(?P<key>{_INTL_WORDS})(?![\w-])
+    (?:(?:(?:{_SP}+(?:{_INTL_FOR}){_SP}+|{_SP}+d['’])
+          (?:[\w.@/:'’-]+{_SP}+){{0,3}}[\w.@/:'’-]+)?
+       (?P<cop>{_SP}*[:：]|{_SP}+(?:{_INTL_COPULA})(?={_SP}|[:：])(?:{_SP}*[:：])?
+              |{_SP}+[—–-](?={_SP}))
+       (?:{_SP}+(?:{_INTL_ADVERB})(?={_SP}))*{_SP}*
+     |{_SP}+)
+    (?:{_INTL_QUOTED}|{_INTL_VALUE})
+    """,
+    re.IGNORECASE | re.VERBOSE,
+)
+# Chinese, Japanese and Korean write no space between the word, its copula or particle and
+# the value; the word may end a compound ("数据库密码").
+_PROSE_CJK = re.compile(
+    rf"""
+    (?P<key>{_CJK_WORDS})
+    (?:(?P<cop>{_SP}*(?:就是|是|为|為|は|が|는|은|이|가)(?:{_SP}*[:：])?|{_SP}*[:：=])
+     |(?={_SP}*[!-~]))
+    {_SP}*(?:{_INTL_QUOTED}|{_INTL_VALUE})
+    """,
+    re.VERBOSE,
+)
+_WEAK_PROSE_KEY = re.compile(r"claves?|parola", re.IGNORECASE)
+
+
+def _intl_prose_span(m: re.Match[str]) -> tuple[int, int] | None:
+    bare = m.group("cop") is None  # "Passwort Hunter2RT": no copula, no colon
+    weak = _WEAK_PROSE_KEY.fullmatch(m.group("key")) is not None
+    if bare and weak:
+        return None
+    for group in _INTL_QUOTE_GROUPS:
+        if (value := m.group(group)) is not None:
+            if not _is_value(value, "password", quoted=True):
+                return None
+            if (bare or weak) and not _prose_password(value, strong=True):
+                return None
+            return m.span(group)
+    if m.string.startswith("\\u", m.end("v")):
+        return None  # a word with an escaped letter: its decoded form is judged
+    return _prose_span(m, strong=bare or weak)
+
+
+# Each word, followed by what every match shows after it (a space, or a colon).
+_INTL_GATE = tuple(rf"{w}[ \t\u00a0:：]" for w in (*_COMPOUND_WORDS, *_SIMPLE_WORDS))
+_CJK_GATE = tuple(_CJK_WORDS.split("|"))
+_INTL_STEMS = ("passwort", "kennwort", "wachtwoord", "lösenord", "passord", "adgangskode",
+               "kodeord", "mot", "contrase", "clave", "senha", "palavra", "hasł", "парол",
+               "şifre", "parola")  # fmt: skip
+
+
+def _intl_starts(text: str, lowered: str) -> Iterator[int]:
+    """The start of the word holding each stem (a compound's first letter)."""
+    for start in _at(*_INTL_STEMS)(text, lowered):
+        while start and (text[start - 1].isalpha() or text[start - 1] == "-"):
+            start -= 1
+        yield start
 
 
 # --- AWS secret access keys without a quote ---------------------------------------------------
@@ -909,6 +1072,256 @@ def _xml_span(m: re.Match[str]) -> tuple[int, int] | None:
     if not _KEY_ONLY.fullmatch(key) or not _holds_a_secret(key):
         return None
     return m.span("v") if _is_value(m.group("v"), key, quoted=True) else None
+
+
+# --- PostgreSQL's password file -------------------------------------------------------------
+
+# `.pgpass` (PGPASSFILE, `pgpass.conf`) holds `hostname:port:database:username:password`; a
+# field may be `*`, `\:` and `\\` are escapes, and libpq reads the password up to the next
+# unescaped colon. No library plugin. Colon-separated words are everywhere in coding
+# conversations: timestamps (`2026-01-01T10:00:00`), IPv6 and MAC addresses, `host:port`,
+# log lines (`ERROR:root:module:func:message`), slices (`a[1:2:3]`), linter and compiler
+# output (`app/db.py:12:5: E501 ...`, `main.c:3:1: error: ...`), `/etc/passwd`. So a line is
+# read as a pgpass line only where all of this holds: it starts a line, a word or a quoted
+# string; the first field is a host (a name with a letter, an IPv4 address, a socket
+# directory, an escaped IPv6 address, or `*`), neither a source file (`db.py:12:...`) nor a
+# log level (`WARNING:1234:...`); the second is a port or `*`; none of the first four fields
+# is empty or holds a space (linter output's fourth field is ` E501 ...`), and they are not
+# all short hex groups (MAC, IPv6). Then:
+# - in a text that says `pgpass`, the password is the rest of the line (or of the quoted
+#   string) where the entry starts one, spaces and colons included (better too much than a
+#   part left); inside a sentence it ends at a space;
+# - elsewhere the line must have exactly five fields, a port from 1 to 65535, a database
+#   that is not a number (`file:line:col:`), and a password of one word that looks like a
+#   password (the prose rule) unless the port is PostgreSQL's (5432, PgBouncer's 6432) or
+#   `*`: `db.internal:5432:payments:app:secret` is cut, `localhost:8080:api:v1:health` stays.
+_PG_FIELD = r"(?:\\[\\:]|[^\s:\\])+"
+_PGPASS = re.compile(
+    rf"""(?<![^\s"'`])(?P<host>{_PG_FIELD}):(?P<port>[0-9]{{1,5}}|\*):(?P<db>{_PG_FIELD})"""
+    rf":(?P<user>{_PG_FIELD}):"
+)
+_PGPASS_GATE = (r":(?:[0-9]{1,5}|\*):(?:[^\s:\\]|\\.)+:(?:[^\s:\\]|\\.)+:",)
+_PG_PORT_AHEAD = re.compile(r":(?=(?:[0-9]{1,5}|\*):)")
+_PG_HOST = re.compile(
+    r"""\*|/[\w.@/-]*|\d{1,3}(?:\.\d{1,3}){3}|(?:[0-9A-Fa-f]*\\:)+[0-9A-Fa-f]*
+    |(?=[\w.-]*[^\W\d_])[\w-]+(?:\.[\w-]+)*""",
+    re.VERBOSE,
+)
+_PG_HEX_GROUP = re.compile(r"[0-9A-Fa-f]{1,4}")
+_PG_PORTS = frozenset({"*", "5432", "6432"})
+_SOURCE_SUFFIXES = frozenset(
+    {"py", "pyi", "js", "mjs", "cjs", "ts", "tsx", "jsx", "go", "rs", "java", "kt", "rb", "php",
+     "c", "h", "cc", "cpp", "hpp", "cs", "swift", "scala", "sh", "md", "rst", "txt", "json",
+     "yaml", "yml", "toml", "ini", "cfg", "sql", "log", "csv", "html", "css", "vue", "ex", "exs"}
+)  # fmt: skip
+_LOG_LEVELS = frozenset({"trace", "debug", "info", "notice", "warn", "warning", "error", "fatal",
+                         "critical"})  # fmt: skip
+_PGPASS_CONTEXT = re.compile("pgpass", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=16)
+def _mentions_pgpass(text: str) -> bool:
+    return _PGPASS_CONTEXT.search(text) is not None
+
+
+def _pgpass_starts(text: str, lowered: str) -> Iterator[int]:
+    """The start of the first field before each `:port:`."""
+    for m in _PG_PORT_AHEAD.finditer(text):
+        colon = start = m.start()
+        while start and colon - start < 256:
+            c = text[start - 1]
+            if c.isspace() or c in "\"'`" or (c == ":" and not _escapes_next(text, start - 1)):
+                break
+            start -= 1
+        if start < colon:
+            yield start
+
+
+def _pgpass_password_end(text: str, start: int, quote: str, spaces: bool, colons: bool) -> int:
+    """Where the password field starting at `start` ends (-1: a sixth field follows).
+
+    It ends at the end of the line, at whitespace unless `spaces`, at a colon unless `colons`
+    (-1), and where a quote opened the line (`"db:5432:pay:app:pw"`) at the closing quote,
+    backslash escapes read as escapes (`\\"` is part of it, `\\\\:` is pgpass's `\\:` written in
+    a JSON or shell string, a JSON `\\n` ends it); where an escaped quote opened it (`\\"` in
+    JSON text as written) or none did, at a backslash that is no pgpass escape (`\\:`, `\\\\`)."""
+    i, n = start, len(text)
+    while i < n:
+        c = text[i]
+        if c in "\n\r" or c == quote or (not spaces and c.isspace()):
+            break
+        if c == "\\":
+            nxt = text[i + 1 : i + 2]
+            if quote and text.startswith("\\\\:", i):
+                i += 3
+            elif (quote and nxt not in ("", "n", "r")) or (not quote and nxt in (":", "\\")):
+                i += 2
+            else:
+                break
+            continue
+        if c == ":" and not colons:
+            return -1
+        i += 1
+    end = min(i, n)
+    while end > start and text[end - 1] in " \t":
+        end -= 1
+    return end
+
+
+def _pgpass_span(m: re.Match[str]) -> tuple[int, int] | None:
+    host, port, db, user = m.group("host", "port", "db", "user")
+    if not _PG_HOST.fullmatch(host):
+        return None
+    if all(_PG_HEX_GROUP.fullmatch(f) for f in (host, port, db, user)):
+        return None  # a MAC or IPv6 address
+    if host.lower() in _LOG_LEVELS or host.rsplit(".", 1)[-1].lower() in _SOURCE_SUFFIXES:
+        return None  # `WARNING:1234:...` logs, `db.py:12:...` points into a source file
+    text = m.string
+    quote = _quote_before(text, m.start())
+    context = _mentions_pgpass(text)
+    # With `pgpass` said, a line of its own (or quoted) runs to its end, spaces included; one
+    # inside a sentence ends at a space.
+    own_line = quote or text[text.rfind("\n", 0, m.start()) + 1 : m.start()].strip(" \t") == ""
+    if quote and _escapes_next(text, m.start() - 1):
+        quote = ""  # `\"db:...:pw\"` in JSON text as written ends at the backslash
+    start = m.end()
+    end = _pgpass_password_end(
+        text, start, quote, spaces=context and bool(own_line), colons=context
+    )
+    if end <= start:
+        return None
+    value = text[start:end]
+    if not context:
+        if port != "*" and not 1 <= int(port) <= 65535:
+            return None
+        if db.isdigit():
+            return None  # file:line:column:
+        if port not in _PG_PORTS and not _prose_password(value, strong=False):
+            return None
+    if not _is_value(value, "password", quoted=bool(quote), literal=True):
+        return None
+    return start, end
+
+
+def _quote_before(text: str, pos: int) -> str:
+    return text[pos - 1] if pos and text[pos - 1] in "\"'`" else ""
+
+
+# --- cookies ----------------------------------------------------------------------------------
+
+# HTTP cookies are bearer credentials (a session cookie is a login); no library plugin. Found
+# in `Cookie:` request and `Set-Cookie:` response headers (raw HTTP, curl's `-H`, devtools'
+# "copy as fetch" JSON, a HAR file's `{"name": "Cookie", "value": ...}`), curl's `-b` and
+# `--cookie`, and Netscape `cookies.txt` lines. Every cookie's value is cut; its name and a
+# Set-Cookie's attributes (`Path=/; HttpOnly; Secure; Max-Age=3600; Expires=...; SameSite=Lax;
+# Domain=...`) stay. Code is not a value here either (`session=${SID}`, `$COOKIE`).
+_COOKIE_NAME = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"  # RFC 6265's token
+# In a Set-Cookie header, a value ends at a comma too: some clients join headers with `, `.
+_COOKIE_PAIR = re.compile(rf'(?P<name>{_COOKIE_NAME})=(?P<value>"[^"]*"|[^;\s"]*)')
+_SET_COOKIE_PAIR = re.compile(rf'(?P<name>{_COOKIE_NAME})=(?P<value>"[^"]*"|[^;,\s"]*)')
+_SET_COOKIE_ATTRIBUTE = re.compile(rf"(?:[^;,]|,(?![ \t]*{_COOKIE_NAME}=))*")
+_COOKIE_ATTRIBUTES = frozenset(
+    {"path", "domain", "expires", "max-age", "secure", "httponly", "samesite", "priority",
+     "partitioned", "version", "comment"}
+)  # fmt: skip
+# A cookie string ends at the end of its line, a backslash (a JSON `\n` or `\"`: cookie values
+# hold none) or the quote it stands in.
+_COOKIE_STRING_ENDS = {q: re.compile(rf"[^\n\r\\{q}]*") for q in ("", '"', "'", "`")}
+
+
+def _cookie_value_spans(
+    text: str, start: int, quote: str, set_cookie: bool
+) -> list[tuple[int, int]]:
+    """The value of each cookie in the cookie string at `start`."""
+    end = _COOKIE_STRING_ENDS[quote].match(text, start).end()  # type: ignore[union-attr]
+    s = text[start:end]
+    pair = _SET_COOKIE_PAIR if set_cookie else _COOKIE_PAIR
+    out: list[tuple[int, int]] = []
+    pos, names_a_cookie = 0, True
+    while True:
+        while pos < len(s) and s[pos] in " \t":
+            pos += 1
+        if names_a_cookie or not set_cookie:
+            m = pair.match(s, pos)
+            if m is None:
+                break
+            vs, ve = m.span("value")
+            if ve - vs >= 2 and s[vs] == s[ve - 1] == '"':
+                vs, ve = vs + 1, ve - 1
+            cookie = set_cookie or m.group("name").lower() not in _COOKIE_ATTRIBUTES
+            if cookie and _is_value(s[vs:ve], "cookie", quoted=False, literal=True):
+                out.append((start + vs, start + ve))
+            pos, names_a_cookie = m.end(), False
+        else:
+            pos = _SET_COOKIE_ATTRIBUTE.match(s, pos).end()  # type: ignore[union-attr]
+        while pos < len(s) and s[pos] in " \t":
+            pos += 1
+        if s.startswith(";", pos):
+            pos += 1
+        elif set_cookie and s.startswith(",", pos):
+            pos, names_a_cookie = pos + 1, True
+        else:
+            break
+    return out
+
+
+_COOKIE_HEADER = re.compile(
+    r"""(?:(?<=set-)|(?<![\w-]))cookie\\*["']?[ \t]*:[ \t]*(?P<q>\\*["'`])?""", re.IGNORECASE
+)
+
+
+def _cookie_header_spans(m: re.Match[str]) -> list[tuple[int, int]]:
+    text = m.string
+    set_cookie = text[max(0, m.start() - 4) : m.start()].lower() == "set-"
+    name_start = m.start() - 4 if set_cookie else m.start()
+    quote = (m.group("q") or "")[-1:] or _quote_before(text, name_start)
+    return _cookie_value_spans(text, m.end(), quote, set_cookie)
+
+
+# A HAR file's header: `{"name": "Cookie", "value": "a=b; c=d"}`.
+_COOKIE_HAR = re.compile(
+    r"""\\*"name\\*"[ \t]*:[ \t]*\\*"(?P<set>set-)?cookie\\*"[ \t]*,[ \t]*\\*"value\\*"[ \t]*:"""
+    r"""[ \t]*\\*(?P<q>")""",
+    re.IGNORECASE,
+)
+
+
+def _cookie_har_spans(m: re.Match[str]) -> list[tuple[int, int]]:
+    return _cookie_value_spans(m.string, m.end(), '"', m.group("set") is not None)
+
+
+# curl's `-b`/`--cookie 'a=b; c=d'` (a word without `=` names a cookie file); the flag may
+# come lines after `curl` in a command continued with `\` (devtools' "copy as cURL").
+_CURL_COOKIE = re.compile(
+    r"""\bcurl\b(?:'[^'\n]*'|"(?:\\.|[^"\\\n])*"|\\\r?\n|[^\n|;&'"])*?[ \t]"""
+    r"""(?:-b[ \t]+|--cookie(?:[ \t]+|=))"""
+    r"""(?:'(?P<sq>[^'\n]*)'|"(?P<dq>[^"\\\n]*)"|(?P<v>[^\s"'`|&;<>]+))"""
+)
+
+
+def _curl_cookie_spans(m: re.Match[str]) -> list[tuple[int, int]]:
+    group = next(g for g in ("sq", "dq", "v") if m.group(g) is not None)
+    quote = {"sq": "'", "dq": '"', "v": ""}[group]
+    spans = _cookie_value_spans(m.string, m.start(group), quote, set_cookie=False)
+    return [(s, e) for s, e in spans if e <= m.end(group)]
+
+
+# Netscape's cookies.txt (curl's `-c`, browser exports): domain, include-subdomains flag,
+# path, secure flag, expiry, name, value, separated by tabs.
+_NETSCAPE_COOKIE = re.compile(
+    r"^[^\t\n]+\t(?:TRUE|FALSE)\t[^\t\n]*\t(?:TRUE|FALSE)\t[0-9]+\t[^\t\n]*\t(?P<v>[^\s\"\\]+)",
+    re.MULTILINE | re.IGNORECASE,
+)
+_NETSCAPE_GATE = (
+    "\t(?:true|false)\t[^\t\n]*\t(?:true|false)\t[0-9]+\t",
+    # the same in JSON-escaped text (its decoded form is read, `_views`)
+    r"\\t(?:true|false)\\t",
+)
+
+
+def _netscape_cookie_span(m: re.Match[str]) -> tuple[int, int] | None:
+    value = m.group("v")
+    return m.span("v") if _is_value(value, "cookie", quoted=False, literal=True) else None
 
 
 _PRIVATE_KEY_GATE = ("private key", "putty-user-key-file")
@@ -1078,6 +1491,22 @@ _ADDED: tuple[_Detector, ...] = (
         starts=_at("pass", "pw", "identified"),
     ),
     _Detector(
+        "password",
+        _PROSE_INTL,
+        _INTL_GATE,
+        priority=4,
+        refine=_intl_prose_span,
+        starts=_intl_starts,
+    ),
+    _Detector(
+        "password",
+        _PROSE_CJK,
+        _CJK_GATE,
+        priority=4,
+        refine=_intl_prose_span,
+        starts=_at(*_CJK_GATE),
+    ),
+    _Detector(
         "aws_secret_key",
         re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
         ("aws", "secret", "access"),
@@ -1156,6 +1585,32 @@ _ADDED: tuple[_Detector, ...] = (
         starts=_at("curl"),
     ),
     *_COMMANDS,
+    _Detector(
+        "password", _PGPASS, _PGPASS_GATE, priority=3, refine=_pgpass_span, starts=_pgpass_starts
+    ),
+    _Detector(
+        "cookie",
+        _COOKIE_HEADER,
+        (r"""cookie\\*["']?[ \t]*:""",),
+        priority=2,
+        refine_all=_cookie_header_spans,
+        starts=_at("cookie"),
+    ),
+    _Detector(
+        "cookie", _COOKIE_HAR, (r"""cookie\\*"[ \t]*,""",), priority=2, refine_all=_cookie_har_spans
+    ),
+    _Detector(
+        "cookie",
+        _CURL_COOKIE,
+        (
+            r"""-b[ \t]+\\*["']?[^\s"'=;\\]+=""",
+            r"""--cookie(?:[ \t]+|=)\\*["']?[^\s"'=;\\]+=""",
+        ),
+        priority=2,
+        refine_all=_curl_cookie_spans,
+        starts=_at("curl"),
+    ),
+    _Detector("cookie", _NETSCAPE_COOKIE, _NETSCAPE_GATE, priority=2, refine=_netscape_cookie_span),
     # E-mail addresses (personal data; no library plugin). The domain needs an alphabetic TLD,
     # so `deploy@10.0.0.5`, `root@bastion`, `react@18.2.0` and `image@sha256:...` stay.
     _Detector(
@@ -1278,7 +1733,9 @@ _ESCAPE_LEVELS = 3
 
 
 def _has_escapes(text: str) -> bool:
-    return "\\" in text and any(e in text for e in ('\\"', "\\/", "\\u", "\\n"))
+    # `\t` or `\\:` alone: a cookies.txt line in a JSON string shows its tabs only decoded, a
+    # pgpass line its escaped colons
+    return "\\" in text and any(e in text for e in ('\\"', "\\/", "\\u", "\\n", "\\t", "\\\\:"))
 
 
 def _decoded(text: str) -> tuple[str, list[int], list[int]] | None:

@@ -107,6 +107,7 @@ def _cases() -> list[Case]:
         "PuTTY-User-Key-File-2: ssh-rsa\nEncryption: none\nPrivate-Lines: 2\n"
         f"{rand(64)}\n{rand(40)}\nPrivate-MAC: {rand(40, '0123456789abcdef')}"
     )
+    session, csrf = rand(32, URLSAFE), rand(32)
     return [
         Case("aws_key_id", f"export AWS_ACCESS_KEY_ID={aws_id}", aws_id, "aws_key", "export"),
         Case(
@@ -290,6 +291,74 @@ def _cases() -> list[Case]:
         Case(
             "email_unicode", "owner: josé_núñez@corp.es", "josé_núñez@corp.es", "email", "owner: "
         ),
+        # PostgreSQL's password file: only the password field goes
+        Case(
+            "pgpass_line",
+            f"db.internal:5432:payments:app:{pw}",
+            pw,
+            "password",
+            "db.internal:5432:payments:app:[REDACTED:password]",
+        ),
+        Case(
+            "pgpass_file",
+            f"$ cat ~/.pgpass\nlocalhost:5432:*:postgres:{pw}\n*:*:*:replicator:correct horse 9\n",
+            "correct horse 9",
+            "password",
+            "localhost:5432:*:postgres:[REDACTED:password]\n*:*:*:replicator:[REDACTED:password]\n",
+        ),
+        # cookies: values go, names and attributes stay
+        Case(
+            "cookie_header",
+            f"curl -H 'Cookie: sessionid={session}; csrftoken={csrf}' https://app.example.com/api",
+            session,
+            "cookie",
+            "-H 'Cookie: sessionid=[REDACTED:cookie]; csrftoken=[REDACTED:cookie]' https://",
+        ),
+        Case(
+            "set_cookie",
+            f"Set-Cookie: SID={session}; Path=/; Secure; HttpOnly; Max-Age=3600; SameSite=Lax",
+            session,
+            "cookie",
+            "Set-Cookie: SID=[REDACTED:cookie]; Path=/; Secure; HttpOnly; Max-Age=3600;"
+            " SameSite=Lax",
+        ),
+        Case(
+            "curl_cookie",
+            f"curl -b 'session={session}; theme=dark' https://app.example.com",
+            session,
+            "cookie",
+            "curl -b 'session=[REDACTED:cookie]; theme=[REDACTED:cookie]' https://app.example.com",
+        ),
+        Case(
+            "cookies_txt",
+            "# Netscape HTTP Cookie File\n"
+            f".example.com\tTRUE\t/\tFALSE\t1767225600\tsessionid\t{session}",
+            session,
+            "cookie",
+            ".example.com\tTRUE\t/\tFALSE\t1767225600\tsessionid\t[REDACTED:cookie]",
+        ),
+        # passwords stated in prose, beyond English
+        Case(
+            "prose_de",
+            f"das Passwort für die Datenbank ist {pw}",
+            pw,
+            "password",
+            "das Passwort für die Datenbank ist [REDACTED:password]",
+        ),
+        Case(
+            "prose_ru",
+            f"пароль от базы — {pw}, не теряй",
+            pw,
+            "password",
+            "пароль от базы — [REDACTED:password], не теряй",
+        ),
+        Case(
+            "prose_zh",
+            f"数据库密码是{pw}，请勿外传",
+            pw,
+            "password",
+            "数据库密码是[REDACTED:password]，",
+        ),
     ]
 
 
@@ -377,6 +446,13 @@ def test_placeholders_do_not_trigger(kind: str) -> None:
         f"mysql --password {ph} -h db",
         f"token: {ph}",
         f"{ph}{ph}@{ph}.com",
+        f"db.internal:5432:payments:app:{ph}",
+        f"# ~/.pgpass\n{ph}:5432:*:{ph}:{ph}",
+        f"Cookie: sessionid={ph}; csrftoken={ph}",
+        f"Set-Cookie: SID={ph}; Path=/; HttpOnly",
+        f".example.com\tTRUE\t/\tFALSE\t0\tsessionid\t{ph}",
+        f"das Passwort ist {ph}",
+        f"密码是{ph}",
     ]
     for text in contexts:
         assert not contains_secret(text), text
@@ -1018,3 +1094,320 @@ def test_redact_json_pass_key_needs_a_password() -> None:
         "pass": "[REDACTED:password]",
     }
     assert redact_json({"password_file": "/run/secrets/db"}) == {"password_file": "/run/secrets/db"}
+
+
+# --- .pgpass lines, cookies, passwords in prose beyond English -------------------------------
+#
+# Samples follow the documented formats: PostgreSQL's "The Password File" (libpq), RFC 6265's
+# examples (section 3.1), curl's `--cookie` documentation, the Netscape cookies.txt layout
+# (cookiecentral FAQ, curl's cookie jar with `#HttpOnly_`), Chrome's "Copy as cURL".
+
+NEW_KINDS = [
+    # .pgpass
+    (
+        "db.internal:5432:payments:app:S3cretPw9",
+        "db.internal:5432:payments:app:[REDACTED:password]",
+    ),
+    ("localhost:5432:*:postgres:secret", "localhost:5432:*:postgres:[REDACTED:password]"),
+    ("*:*:*:replicator:Repl1cat0r!", "*:*:*:replicator:[REDACTED:password]"),
+    ("10.0.0.5:6432:pay:pgbouncer:bouncer", "10.0.0.5:6432:pay:pgbouncer:[REDACTED:password]"),
+    (
+        "/var/run/postgresql:5432:pay:app:Unix9Sock",
+        "/var/run/postgresql:5432:pay:app:[REDACTED:password]",
+    ),
+    (r"fe80\:\:1:5432:pay:app:Ipv6Pass9", r"fe80\:\:1:5432:pay:app:[REDACTED:password]"),
+    (r"db:5432:pay:app:pa\:ss\\9X", "db:5432:pay:app:[REDACTED:password]"),
+    (
+        'echo "db.internal:5432:payments:app:S3cr3t!" >> ~/.pgpass && chmod 0600 ~/.pgpass',
+        'echo "db.internal:5432:payments:app:[REDACTED:password]" >> ~/.pgpass && chmod 0600'
+        " ~/.pgpass",
+    ),
+    (
+        "# ~/.pgpass\n#hostname:port:database:username:password\n"
+        "db.internal:5432:payments:app:correct horse battery\n",
+        "# ~/.pgpass\n#hostname:port:database:username:password\n"
+        "db.internal:5432:payments:app:[REDACTED:password]\n",
+    ),
+    (
+        "my .pgpass has db:5432:pay:app:pa:ss9 in it",
+        "my .pgpass has db:5432:pay:app:[REDACTED:password] in it",
+    ),
+    # cookies
+    (
+        "Set-Cookie: SID=31d4d96e407aad42; Path=/; Secure; HttpOnly",
+        "Set-Cookie: SID=[REDACTED:cookie]; Path=/; Secure; HttpOnly",
+    ),
+    (
+        "Set-Cookie: lang=en-US; Path=/; Domain=example.com",
+        "Set-Cookie: lang=[REDACTED:cookie]; Path=/; Domain=example.com",
+    ),
+    (
+        "Cookie: SID=31d4d96e407aad42; lang=en-US",
+        "Cookie: SID=[REDACTED:cookie]; lang=[REDACTED:cookie]",
+    ),
+    (
+        "Set-Cookie: id=a3fWa9; Expires=Thu, 21 Oct 2021 07:28:00 GMT; Max-Age=3600;"
+        " SameSite=Lax; Domain=.example.com; Secure; HttpOnly",
+        "Set-Cookie: id=[REDACTED:cookie]; Expires=Thu, 21 Oct 2021 07:28:00 GMT; Max-Age=3600;"
+        " SameSite=Lax; Domain=.example.com; Secure; HttpOnly",
+    ),
+    (
+        "HTTP/1.1 200 OK\r\nSet-Cookie: sessionid=k9x2Qm7pL4; Path=/; HttpOnly\r\n"
+        "Set-Cookie: csrftoken=Zq81mX0aLw; Path=/\r\nContent-Type: text/html\r\n",
+        "HTTP/1.1 200 OK\r\nSet-Cookie: sessionid=[REDACTED:cookie]; Path=/; HttpOnly\r\n"
+        "Set-Cookie: csrftoken=[REDACTED:cookie]; Path=/\r\nContent-Type: text/html\r\n",
+    ),
+    (
+        "set-cookie: a=1x9; Path=/, b=2y8; Path=/; HttpOnly",  # joined by a client
+        "set-cookie: a=[REDACTED:cookie]; Path=/, b=[REDACTED:cookie]; Path=/; HttpOnly",
+    ),
+    (
+        "curl -H 'Cookie: sessionid=abc123def; csrftoken=xyz789' https://app.example.com",
+        "curl -H 'Cookie: sessionid=[REDACTED:cookie]; csrftoken=[REDACTED:cookie]'"
+        " https://app.example.com",
+    ),
+    ("curl -b name=Jane https://example.com", "curl -b name=[REDACTED:cookie] https://example.com"),
+    (
+        'curl --cookie "sid=k9x2Qm7pL4" https://example.com',
+        'curl --cookie "sid=[REDACTED:cookie]" https://example.com',
+    ),
+    (
+        "curl 'https://app.example.com/api/me' \\\n  -H 'accept: application/json' \\\n"
+        "  -H 'accept-language: en-US,en;q=0.9' \\\n"
+        "  -b '_ga=GA1.1.123456789.1700000000; sessionid=k9x2Qm7pL4' \\\n"
+        "  -H 'user-agent: Mozilla/5.0'",
+        "curl 'https://app.example.com/api/me' \\\n  -H 'accept: application/json' \\\n"
+        "  -H 'accept-language: en-US,en;q=0.9' \\\n"
+        "  -b '_ga=[REDACTED:cookie]; sessionid=[REDACTED:cookie]' \\\n"
+        "  -H 'user-agent: Mozilla/5.0'",
+    ),
+    (
+        'fetch("https://app.example.com/api", {"headers": {"cookie": "sid=k9x2Qm7pL4"}})',
+        'fetch("https://app.example.com/api", {"headers": {"cookie": "sid=[REDACTED:cookie]"}})',
+    ),
+    (
+        '{"name": "Cookie", "value": "sessionid=k9x2Qm7pL4; theme=dark"}',
+        '{"name": "Cookie", "value": "sessionid=[REDACTED:cookie]; theme=[REDACTED:cookie]"}',
+    ),
+    (
+        "# Netscape HTTP Cookie File\n"
+        ".netscape.com\tTRUE\t/\tFALSE\t946684799\tNETSCAPE_ID\t100103\n"
+        "#HttpOnly_.example.com\tTRUE\t/\tTRUE\t1767225600\tsessionid\tk9x2Qm7pL4\n",
+        "# Netscape HTTP Cookie File\n.netscape.com\tTRUE\t/\tFALSE\t946684799\tNETSCAPE_ID"
+        "\t[REDACTED:cookie]\n#HttpOnly_.example.com\tTRUE\t/\tTRUE\t1767225600\tsessionid"
+        "\t[REDACTED:cookie]\n",
+    ),
+    # prose, beyond English
+    ("das Passwort ist Hunter2RT", "das Passwort ist [REDACTED:password]"),
+    ("Das Kennwort lautet: Tr0ub4dor&3", "Das Kennwort lautet: [REDACTED:password]"),
+    ("das Root-Passwort ist jetzt „x y 9“", "das Root-Passwort ist jetzt „[REDACTED:password]“"),
+    ("le mot de passe est « correct horse »", "le mot de passe est « [REDACTED:password] »"),
+    (
+        "le mot de passe de l'admin est Hunter2RT.",
+        "le mot de passe de l'admin est [REDACTED:password].",
+    ),
+    ("Mot de passe : Hunter2RT", "Mot de passe : [REDACTED:password]"),
+    ("mi contraseña es Hunter2RT", "mi contraseña es [REDACTED:password]"),
+    (
+        "la contraseña de la base de datos es 'x y 9'",
+        "la contraseña de la base de datos es '[REDACTED:password]'",
+    ),
+    ("la clave es Hunter2RT", "la clave es [REDACTED:password]"),
+    ("a senha é Hunter2RT", "a senha é [REDACTED:password]"),
+    ("het wachtwoord is Hunter2RT", "het wachtwoord is [REDACTED:password]"),
+    ("lösenordet är Hunter2RT", "lösenordet är [REDACTED:password]"),
+    ("passordet er Hunter2RT", "passordet er [REDACTED:password]"),
+    ("adgangskoden er Hunter2RT", "adgangskoden er [REDACTED:password]"),
+    ("hasło do bazy to Hunter2RT", "hasło do bazy to [REDACTED:password]"),
+    ("пароль: Hunter2RT", "пароль: [REDACTED:password]"),
+    ("пароль это Hunter2RT", "пароль это [REDACTED:password]"),
+    ("пароль від бази — Hunter2RT", "пароль від бази — [REDACTED:password]"),
+    ("veritabanı şifresi: Hunter2RT", "veritabanı şifresi: [REDACTED:password]"),
+    ("şifre = Hunter2RT", "şifre = [REDACTED:password]"),
+    ("密码是 Hunter2RT", "密码是 [REDACTED:password]"),
+    ("密碼：Hunter2RT", "密碼：[REDACTED:password]"),
+    ("パスワードは「Hunter2RT」です", "パスワードは「[REDACTED:password]」です"),
+    ("パスワードはHunter2RTです", "パスワードは[REDACTED:password]です"),
+    ("비밀번호는 Hunter2RT입니다", "비밀번호는 [REDACTED:password]입니다"),
+    ("Passwort Hunter2RT", "Passwort [REDACTED:password]"),
+    # their words as assignment keys
+    ("passwort=Hunter2RT", "passwort=[REDACTED:password]"),
+    ("contraseña: Hunter2RT", "contraseña: [REDACTED:password]"),
+    ('KENNWORT="geheim"', 'KENNWORT="[REDACTED:password]"'),
+    ("mot_de_passe = 'secret99'", "mot_de_passe = '[REDACTED:password]'"),
+    ("haslo = 'Tajne123'", "haslo = '[REDACTED:password]'"),
+    ("clave: Hunter2RT", "clave: [REDACTED:password]"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), NEW_KINDS, ids=[t[:32] for t, _ in NEW_KINDS])
+def test_pgpass_cookies_and_prose_beyond_english(text: str, expected: str) -> None:
+    assert redact(text) == expected
+    assert redact(expected) == expected and not contains_secret(expected)
+    assert secret_mask(pl.Series([text, expected])).to_list() == [True, False]
+    assert redact_series(pl.Series([text, expected])).to_list() == [expected, expected]
+    # in a JSON record, escaped
+    out = redact(json.dumps({"content": text}))
+    assert out is not None and json.loads(out) == {"content": expected}, out
+
+
+PGPASS_CLEAN = [
+    "app/db.py:12:5: E501 Line too long (120 > 88)",
+    "db.py:12:5: E501 Line too long",
+    "src/app.py:3:1: F401 [*] `os` imported but unused",
+    "main.c:3:1: error: expected ';' before '}' token",
+    "app/db.py:12: error: Incompatible types in assignment",
+    "tests/test_db.py:42:8: W0612: Unused variable 'x' (unused-variable)",
+    "2026-01-01T10:00:00",
+    "2026-01-01 10:00:00:123 INFO started",
+    "12:30:45:678:901",
+    "2001:db8:85a3:0:0:8a2e:370:7334",
+    "fe80::1ff:fe23:4567:890a",
+    "::ffff:192.0.2.128",
+    "00:1a:2b:3c:4d:5e",
+    "de:12:34:56:78:9a",
+    "localhost:5432",
+    "db.internal:5432/payments",
+    "ERROR:root:module:func:message here",
+    "INFO:uvicorn.error:Started:server:process",
+    "WARNING:1234:worker:task:retrying in 5s",
+    "a[1:2:3]",
+    "x = a[1:2:3:4]",
+    "root:x:0:0:root:/root:/bin/bash",
+    "postgres:x:999:999:PostgreSQL administrator:/var/lib/postgresql:/bin/bash",
+    "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+    "localhost:8080:api:v1:health",
+    "hostname:port:database:username:password",
+    "#hostname:port:database:username:password",
+    "app.py:42:foo:bar:Baz9x",
+    "jdbc:postgresql://db:5432/pay",
+    "redis://cache:6379/0",
+    "localhost:5432:*:postgres:$PGPASSWORD",
+    "db.internal:5432:payments:app:Pw9x:extra",
+    "docker run -p 5432:5432 -p 6432:6432 postgres:16",
+]
+
+
+# Where the text speaks of pgpass, any port and any password will do (documented).
+PGPASS_ONLY_IN_CONTEXT = {
+    "localhost:8080:api:v1:health",
+    "db.internal:5432:payments:app:Pw9x:extra",
+}
+
+
+@pytest.mark.parametrize("text", PGPASS_CLEAN)
+def test_colon_separated_text_is_no_pgpass_line(text: str) -> None:
+    assert redact(text) == text
+    context = f"see ~/.pgpass\n{text}"
+    if text not in PGPASS_ONLY_IN_CONTEXT:
+        assert redact(context) == context
+    else:
+        assert redact(context) != context
+
+
+COOKIE_CLEAN = [
+    "Cookie: chocolate chip",
+    "the cookie: a small cake",
+    'cookie: str = "session"',
+    "cookie: Optional[str] = None",
+    "Set-Cookie: <cookie-name>=<cookie-value>; Domain=<domain-value>; Secure; HttpOnly",
+    "Cookie: session=${SESSION}; token=$TOKEN",
+    'curl -H "Cookie: $COOKIE" https://example.com',
+    "curl -b cookiefile -c cookiefile https://example.com",
+    'curl -b "" https://example.com',
+    "curl -b cookies.txt https://example.com/profile",
+    "curl --cookie-jar jar.txt https://example.com",
+    "git checkout -b feature/cookie-banner",
+    "gunicorn -b 0.0.0.0:8000 app:app",
+    "Set-Cookie: sid=; Expires=Thu, 01 Jan 1970 00:00:00 GMT",
+    "Cookie: a=1; b=2",
+    "const cookie = req.headers.cookie",
+    "response.set_cookie(key, value, httponly=True)",
+    ".example.com\tTRUE\t/\tFALSE\t1767225600\tsessionid\t$SESSION",
+    "Cookie consent: required",
+]
+
+
+@pytest.mark.parametrize("text", COOKIE_CLEAN)
+def test_cookie_look_alikes_stay(text: str) -> None:
+    assert redact(text) == text
+
+
+INTL_CLEAN = [
+    "das Passwort ist erforderlich",
+    "Das Passwort ist zu kurz.",
+    "das Passwort ist noch erforderlich",
+    "Passwort vergessen?",
+    "der Passwortmanager ist KeePass",
+    "le mot de passe est requis",
+    "le mot de passe est trop court",
+    "mot de passe oublié",
+    "la contraseña es obligatoria",
+    "contraseña incorrecta",
+    "la clave es usar índices",
+    "la clave primaria es `user_id`",
+    "la clave es `user_id`",
+    "a senha é obrigatória",
+    "senha incorreta",
+    "het wachtwoord is verplicht",
+    "lösenordet är obligatoriskt",
+    "passordet er påkrevd",
+    "adgangskoden er forkert",
+    "hasło jest wymagane",
+    "hasło to podstawa",
+    "пароль обязателен",
+    "пароль это обязательное поле",
+    "пароль — обязательное поле",
+    "пароль є обов'язковим",
+    "şifre gerekli",
+    "parola è una parola",
+    "la parola è 'ciao'",
+    "密码错误",
+    "密码是必填项",
+    "请输入密码",
+    "パスワードは8文字以上",
+    "パスワードが違います",
+    "비밀번호가 틀렸습니다",
+    "비밀번호는 필수입니다",
+    "le mot de passe est sha256",
+    "remote motor promote",
+    "hasLoaded: true",
+    "bypassOrder: fifo",
+    "clave: id",
+    "clave_primaria: id",
+    "parola: ciao",
+]
+
+
+@pytest.mark.parametrize("text", INTL_CLEAN)
+def test_prose_about_passwords_in_other_languages_is_left_alone(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_new_kinds_in_a_column_agree_with_the_scalar_path() -> None:
+    values: list[str | None] = []
+    for text, _ in NEW_KINDS:
+        values += [text, None, json.dumps({"content": text})]
+    values += PGPASS_CLEAN + COOKIE_CLEAN + INTL_CLEAN
+    column = pl.Series("content", values)
+    expected = [redact(v) for v in values]
+    assert redact_series(column).to_list() == expected
+    redacted, counts = redact_series_with_count(column)
+    assert counts.to_list() == [0 if v is None else redact_with_count(v)[1] for v in values]
+    assert secret_mask(column).to_list() == [v is not None and contains_secret(v) for v in values]
+    assert not secret_mask(redacted).any()
+    # the prefilter passes every text holding one (the fast path never skips a secret)
+    dirty = [v for v in values if v is not None and contains_secret(v)]
+    assert pl.Series(dirty).str.contains(PREFILTER_PATTERN).all()
+
+
+def test_password_words_of_other_languages_are_keywords() -> None:
+    for spelling in (
+        "passwort", "kennwort", "mot_de_passe", "motdepasse", "senha", "palavra_passe",
+        "wachtwoord", "lösenord", "passord", "adgangskode", "kodeord", "hasło", "haslo",
+        "şifre", "sifre", "пароль", "密码", "密碼", "パスワード", "비밀번호", "패스워드",
+        "clave", "parola",
+    ):  # fmt: skip
+        assert redaction._KEY_ONLY.fullmatch(spelling), spelling
+        assert redaction._kind_for_key(spelling) == "password", spelling
+        assert any(word in spelling for word in redaction._KEYWORD_GATE), spelling
