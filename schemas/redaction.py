@@ -484,11 +484,13 @@ def _is_value(value: str, key: str, quoted: bool, literal: bool = False) -> bool
 # `clave` (Spanish: key, password) and `parola` (Turkish: password; Italian: word), all of
 # which need a value that looks like a password ("tests pass: 12", `clave: id` stay).
 # Those a longer name can hold by chance end where a letter would go on (`bypassOrder`,
-# `hasLoaded`).
+# `hasLoaded`), and so do the Chinese, Japanese and Korean ones, which prose glues to the next
+# word ("密码是...": the key is 密码, not 密码是).
+_CJK_KEYWORDS = ("密码", "密碼", "パスワード", "비밀번호", "패스워드")
 _PASSWORD_WORDS = (
     "passwort", "kennwort", "mot_?de_?passe", "senha", "palavra_?passe", "wachtwoord",
     "lösenord", "passord(?:et)?(?![a-z])", "adgangskode", "kodeord", "has[lł]o(?![a-z])",
-    "[şs]ifre(?![a-z])", "пароль", "密码", "密碼", "パスワード", "비밀번호", "패스워드",
+    "[şs]ifre(?![a-z])", "пароль", *(f"{w}(?![^\\W\\d_])" for w in _CJK_KEYWORDS),
 )  # fmt: skip
 _MORE_KEYWORDS = ("access_?key", *_PASSWORD_WORDS)
 _KW = "|".join(k.replace("_?", "[_.-]?") for k in (*keyword.DENYLIST, *_MORE_KEYWORDS))
@@ -538,7 +540,7 @@ _ASSIGNMENT = re.compile(
     (?:[ \t]*:[ \t]*(?:{_ANNOTATION})(?=[ \t]*=[^=]))?
     (?P<op>[ \t]*(?::=|=>|===?|!==?|=|:)[ \t]*)
     (?:{_QUOTED}
-      |(?P<v>(?:[^\s"'`,;&<>]|&(?![\w.-]+=))*))  # `&` ends it before a `name=`
+      |(?P<v>(?:[^\s"'`,;&<>，。；、]|&(?![\w.-]+=))*))  # `&` ends it before a `name=`
     """,
     re.IGNORECASE | re.VERBOSE,
 )
@@ -910,7 +912,7 @@ _SIMPLE_WORDS = (
     "parola(?:sı|m|mız|n|nız)?",
 )  # fmt: skip
 _INTL_WORDS = rf"(?:[^\W\d_]+-?)??(?:{'|'.join(_COMPOUND_WORDS)})|{'|'.join(_SIMPLE_WORDS)}"
-_CJK_WORDS = "密码|密碼|パスワード|비밀번호|패스워드"
+_CJK_WORDS = "|".join(_CJK_KEYWORDS)
 # "for the staging db": a preposition, then up to four words.
 _INTL_FOR = (
     r"für|von|vom|zum|zur|des|der|de|du|pour|del|da|do|para|voor|van|för|till|for|til"
@@ -947,8 +949,8 @@ _PROSE_INTL = re.compile(
     rf"""
     (?<![\w.])(?P<key>{_INTL_WORDS})(?![\w-])
     (?:(?:(?:{_SP}+(?:{_INTL_FOR}){_SP}+|{_SP}+d['’])
-          (?:[\w.@/:'’-]+{_SP}+){{0,3}}[\w.@/:'’-]+)?
-       (?P<cop>{_SP}*[:：]|{_SP}+(?:{_INTL_COPULA})(?={_SP}|[:：])(?:{_SP}*[:：])?
+          (?:[\w.@/:'’-]+{_SP}+){{0,3}}?[\w.@/:'’-]+)?
+       (?P<cop>{_SP}*[:：]|{_SP}+(?:{_INTL_COPULA})(?={_SP}|[:：])(?:{_SP}*[:：](?={_SP}))?
               |{_SP}+[—–-](?={_SP}))
        (?:{_SP}+(?:{_INTL_ADVERB})(?={_SP}))*{_SP}*
      |{_SP}+)

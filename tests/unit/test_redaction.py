@@ -1230,6 +1230,15 @@ NEW_KINDS = [
     ("パスワードはHunter2RTです", "パスワードは[REDACTED:password]です"),
     ("비밀번호는 Hunter2RT입니다", "비밀번호는 [REDACTED:password]입니다"),
     ("Passwort Hunter2RT", "Passwort [REDACTED:password]"),
+    # found by the property tests: a value with a colon after a qualifier, a value that starts
+    # with a colon, a key glued to the next word, full-width punctuation after a value
+    (
+        "le mot de passe de l'admin est Aa000:0 et ça marche.",
+        "le mot de passe de l'admin est [REDACTED:password] et ça marche.",
+    ),
+    ("das Passwort ist :/Aa000 und es geht.", "das Passwort ist [REDACTED:password] und es geht."),
+    ("数据库密码是Aa0000=，请勿外传。", "数据库密码是[REDACTED:password]，请勿外传。"),
+    ("数据库密码=Hunter2RT，请勿外传", "数据库密码=[REDACTED:password]，请勿外传"),
     # their words as assignment keys
     ("passwort=Hunter2RT", "passwort=[REDACTED:password]"),
     ("contraseña: Hunter2RT", "contraseña: [REDACTED:password]"),
