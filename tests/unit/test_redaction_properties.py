@@ -173,6 +173,7 @@ class Placed:
     text: str
     secret: str
     kept: tuple[str, ...] = field(default=())
+    more: tuple[str, ...] = field(default=())  # other secrets of the text, gone as well
 
 
 WORDS = st.sampled_from(
@@ -262,10 +263,18 @@ def password_placements(draw: st.DrawFn) -> Placed:
                 "db_password_flag_eq",
                 "query_param",
                 "python_kwarg",
+                "pgpass_line",
+                "pgpass_file",
+                "prose_intl",
+                "prose_intl_quoted",
             ]
         )
     )
     word = draw(WORDS)
+    if where.startswith("pgpass"):
+        return draw(pgpass_placements(where))
+    if where.startswith("prose_intl"):
+        return draw(intl_prose_placements(where == "prose_intl_quoted"))
     if where == "url":
         pw = draw(_password(URL_USERINFO).filter(lambda p: "@" not in p[-1:] and _not_template(p)))
         host, port, path, query = (
@@ -487,16 +496,180 @@ def other_placements(draw: st.DrawFn) -> Placed:
     return Placed(which, head + sig, sig, (head,))
 
 
-PLACEMENTS = st.one_of(password_placements(), token_placements(), other_placements())
+# --- .pgpass lines ---------------------------------------------------------------------------
+
+PG_HOSTS = st.sampled_from(
+    ["db", "db.internal", "10.0.0.5", "pg-1.acme.io", "localhost", "*", "/var/run/postgresql",
+     r"fe80\:\:1", "postgres"]
+)  # fmt: skip
+PG_PORTS = st.one_of(st.sampled_from(["5432", "6432", "*"]), st.integers(1, 65535).map(str))
+PG_DBS = st.sampled_from(["payments", "app_db", "*", "my-db", "analytics_2024", r"odd\:name"])
+PG_USERS = st.sampled_from(["app", "postgres", "*", "svc_payments", "replicator", "read.only"])
+# One word: no space, no unescaped colon or backslash (`\:` and `\\` are drawn in).
+PG_WORD = _no(" :\\")
+
+
+@st.composite
+def _pg_password(draw: st.DrawFn, alphabet: str) -> str:
+    pw = draw(_password(alphabet).filter(lambda p: p[0] not in "/~." and _not_template(p)))
+    at = draw(st.integers(0, len(pw)))
+    return pw[:at] + draw(st.sampled_from(["", r"\:", "\\\\"])) + pw[at:]
+
+
+@st.composite
+def pgpass_placements(draw: st.DrawFn, where: str = "pgpass_line") -> Placed:
+    """A pgpass line: only its password goes, its first four fields stay as written."""
+    head = f"{draw(PG_HOSTS)}:{draw(PG_PORTS)}:{draw(PG_DBS)}:{draw(PG_USERS)}:"
+    if where == "pgpass_line":  # no word `pgpass` around: one word that looks like a password
+        pw = draw(_pg_password(PG_WORD))
+        word = draw(WORDS)
+        return Placed(
+            where, f"# {word}\n{head}{pw}\nnext line", pw, (f"# {word}\n{head}", "\nnext")
+        )
+    # a pgpass file shown: the password is the rest of its line, spaces and colons included
+    pw = draw(_pg_password(_no("\\")).filter(lambda p: p == p.strip()))
+    first = draw(_pg_password(PG_WORD))
+    text = f"$ cat ~/.pgpass\nlocalhost:5432:*:postgres:{first}\n{head}{pw}\n"
+    kept = ("$ cat ~/.pgpass\nlocalhost:5432:*:postgres:", f"\n{head}")
+    return Placed(where, text, pw, kept, more=(first,))
+
+
+# --- cookies ----------------------------------------------------------------------------------
+
+# RFC 6265's cookie-octet, less the quotes the shell and JSON samples stand in.
+COOKIE_OCTETS = "".join(c for c in PRINTABLE if c not in " \",;\\'`")
+COOKIE_SHELL_BARE = "".join(c for c in COOKIE_OCTETS if c in SHELL_BARE)
+COOKIE_NAMES = ["sessionid", "csrftoken", "_ga", "JSESSIONID", "__Host-session", "sid",
+                "remember_me", "auth_token", "XSRF-TOKEN", "_gh_sess", "PHPSESSID"]  # fmt: skip
+COOKIE_ATTRIBUTES = ["Path=/", "HttpOnly", "Secure", "Max-Age=3600", "SameSite=Lax",
+                     "Expires=Wed, 21 Oct 2026 07:28:00 GMT", "SameSite=None",
+                     "Domain=.example.com", "Priority=High", "Partitioned"]  # fmt: skip
+
+
+def _cookie_value(rng: random.Random, alphabet: str = COOKIE_OCTETS) -> str:
+    while True:
+        value = _mixed(rng, rng.randint(8, 48), alphabet)
+        if _not_template(value):
+            return value
+
+
+@dataclass(frozen=True)
+class CookieText:
+    where: str
+    text: str
+    values: tuple[str, ...]
+    kept: tuple[str, ...]  # names and attributes, with what stands around them
+
+
+@st.composite
+def cookie_texts(draw: st.DrawFn) -> CookieText:
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    where = draw(
+        st.sampled_from(
+            ["header_curl", "header_raw", "set_cookie", "set_cookie_joined", "curl_b",
+             "curl_b_bare", "devtools_curl", "fetch_json", "har", "cookies_txt"]
+        )
+    )  # fmt: skip
+    names = draw(st.lists(st.sampled_from(COOKIE_NAMES), min_size=1, max_size=4, unique=True))
+    if where == "set_cookie_joined":
+        names = [n.lower() for n in names]  # `XSRF-TOKEN=x,` reads as an env line's `x,`
+    bare = where == "curl_b_bare"
+    values = [_cookie_value(rng, COOKIE_SHELL_BARE if bare else COOKIE_OCTETS) for _ in names]
+    if bare:
+        names, values = names[:1], values[:1]
+    attributes = draw(st.lists(st.sampled_from(COOKIE_ATTRIBUTES), max_size=4, unique=True))
+    pairs = [f"{n}={v}" for n, v in zip(names, values, strict=True)]
+    cookie = "; ".join(pairs)
+    if where in ("set_cookie", "set_cookie_joined"):
+        one = [f"Set-Cookie: {'; '.join([p, *attributes])}" for p in pairs]
+        if where == "set_cookie":
+            text = "HTTP/1.1 200 OK\r\n" + "\r\n".join(one) + "\r\nContent-Length: 0\r\n"
+        else:
+            text = "set-cookie: " + ", ".join("; ".join([p, *attributes]) for p in pairs)
+        kept = (*(f"{n}=" for n in names), *(f"; {a}" for a in attributes))
+        return CookieText(where, text, tuple(values), kept)
+    text = {
+        "header_curl": f"curl -s -H 'Cookie: {cookie}' https://app.example.com/api/me",
+        "header_raw": f"GET /api/me HTTP/1.1\r\nHost: app.example.com\r\nCookie: {cookie}\r\n\r\n",
+        "curl_b": f'curl -b "{cookie}" https://app.example.com/api/me',
+        "curl_b_bare": f"curl -sS -b {cookie} https://app.example.com/api/me",
+        "devtools_curl": "curl 'https://app.example.com/api/me' \\\n"
+        "  -H 'accept-language: en-US,en;q=0.9' \\\n"
+        f"  -b '{cookie}' \\\n  -H 'user-agent: Mozilla/5.0'",
+        "fetch_json": json.dumps({"headers": {"accept": "*/*", "cookie": cookie}}),
+        "har": json.dumps({"headers": [{"name": "Cookie", "value": cookie}]}),
+        "cookies_txt": "# Netscape HTTP Cookie File\n"
+        + "".join(
+            f"{'#HttpOnly_' if i % 2 else ''}.example.com\tTRUE\t/\tFALSE\t1767225600\t{n}\t{v}\n"
+            for i, (n, v) in enumerate(zip(names, values, strict=True))
+        ),
+    }[where]
+    sep = "\t" if where == "cookies_txt" else "="
+    return CookieText(where, text, tuple(values), tuple(f"{n}{sep}" for n in names))
+
+
+@st.composite
+def cookie_placements(draw: st.DrawFn) -> Placed:
+    c = draw(cookie_texts())
+    return Placed(f"cookie_{c.where}", c.text, c.values[0], c.kept, more=c.values[1:])
+
+
+# --- passwords stated in prose, beyond English -----------------------------------------------
+
+# (before the password, after it): a copula of the language or a colon, then the value.
+INTL_LEADS = [
+    ("das Passwort ist ", " und es geht."),
+    ("Das Kennwort lautet: ", " (neu)"),
+    ("das Passwort für die Datenbank ist jetzt ", " und es geht."),
+    ("le mot de passe est ", " et ça marche."),
+    ("le mot de passe de l'admin est ", " et ça marche."),
+    ("mi contraseña es ", " y funciona."),
+    ("la contraseña de producción es ", " y funciona."),
+    ("a senha é ", " e funciona."),
+    ("het wachtwoord is ", " en het werkt."),
+    ("lösenordet är ", " och det fungerar."),
+    ("passordet er ", " og det virker."),
+    ("adgangskoden er ", " og det virker."),
+    ("hasło do bazy to ", " i działa."),
+    ("пароль от базы — ", " и всё работает."),
+    ("пароль це ", " і все працює."),
+    ("veritabanı şifresi: ", " ve çalışıyor."),
+    ("数据库密码是", "，请勿外传。"),
+    ("パスワードは", "です。"),
+    ("비밀번호는 ", "입니다."),
+]
+INTL_QUOTES = [("« ", " »"), ("„", "“"), ("“", "”"), ("'", "'"), ('"', '"'), ("「", "」")]
+
+
+@st.composite
+def intl_prose_placements(draw: st.DrawFn, quoted: bool = False) -> Placed:
+    before, after = draw(st.sampled_from(INTL_LEADS))
+    if quoted:
+        opening, closing = draw(st.sampled_from(INTL_QUOTES))
+        pw = draw(_password(_no(closing)).filter(lambda p: p == p.strip() and _not_template(p)))
+        text = f"{before}{opening}{pw}{closing}{after}"
+        return Placed("prose_intl_quoted", text, pw, (f"{before}{opening}", f"{closing}{after}"))
+    pw = draw(
+        _password(_no(" \"'`\\")).filter(
+            lambda p: p[-1] not in ".,;:!?)]}>" and p[0] not in "([<{/~." and _not_template(p)
+        )
+    )
+    return Placed("prose_intl", f"{before}{pw}{after}", pw, (before, after))
+
+
+PLACEMENTS = st.one_of(
+    password_placements(), token_placements(), other_placements(), cookie_placements()
+)
 
 
 # --- invariants -------------------------------------------------------------------------------
 
 
 def _assert_gone(out: str, p: Placed) -> None:
-    assert p.secret not in out, (p.where, out)
-    if len(p.secret) >= 20:  # a token went whole, not a prefix of it
-        assert p.secret[-8:] not in out, (p.where, out)
+    for secret in (p.secret, *p.more):
+        assert secret not in out, (p.where, secret, out)
+        if len(secret) >= 20:  # a token went whole, not a prefix of it
+            assert secret[-8:] not in out, (p.where, out)
 
 
 def _assert_redaction_holds(p: Placed) -> str:
@@ -668,6 +841,67 @@ def test_clean_ids_come_back_unchanged(value: str) -> None:
     assert redact_id(value) == value
 
 
+# --- what the new kinds keep ------------------------------------------------------------------
+
+_ANY_PLACEHOLDER = r"\[REDACTED:[a-z0-9_]+\]"
+
+
+@SETTINGS
+@given(PG_HOSTS, PG_PORTS, PG_DBS, PG_USERS, st.booleans(), st.data())
+def test_a_pgpass_line_keeps_its_first_four_fields(
+    host: str, port: str, db: str, user: str, said: bool, data: st.DataObject
+) -> None:
+    """Only the password field goes: host, port, database and user stay as written (escapes
+    included); where the text says pgpass, the password is the rest of the line."""
+    head = f"{host}:{port}:{db}:{user}:"
+    if said:
+        pw = data.draw(_pg_password(_no("\\")).filter(lambda p: p == p.strip()))
+        text, before, after = f"$ cat ~/.pgpass\n{head}{pw}\n", "$ cat ~/.pgpass\n", "\n"
+    else:
+        pw = data.draw(_pg_password(PG_WORD))
+        text, before, after = f"{head}{pw}", "", ""
+    out = redact(text)
+    assert out is not None
+    assert re.fullmatch(re.escape(before + head) + _ANY_PLACEHOLDER + re.escape(after), out), out
+    assert redact(out) == out and not contains_secret(out)
+
+
+@SETTINGS
+@given(cookie_texts())
+def test_a_cookie_text_keeps_names_and_attributes(c: CookieText) -> None:
+    """Every cookie value goes and nothing else does: names, attributes (`Path=/; HttpOnly;
+    Expires=...`), separators and the command or document around them stay."""
+    out = redact(c.text)
+    assert out is not None
+    expected = c.text
+    for value in c.values:
+        expected = expected.replace(value, "[REDACTED:cookie]")
+    assert PLACEHOLDER_PATTERN.sub("[REDACTED:cookie]", out) == expected, (c.where, out)
+    assert redact(out) == out and not contains_secret(out)
+
+
+# Words in the scripts of the languages the prose rule reads, as prose writes them.
+PLAIN_WORDS = st.text(
+    alphabet=st.sampled_from(
+        "abcdefghijklmnopqrstuvwxyzäöüßéèàçñãåøæłśżąęışğабвгдежзиклмнопрстуфхцчшщыьэюяєії"
+    ),
+    min_size=1,
+    max_size=16,
+)
+
+
+@SETTINGS
+@given(st.sampled_from(INTL_LEADS), PLAIN_WORDS, st.sampled_from(["lower", "title", "upper"]))
+def test_prose_beyond_english_needs_a_value_that_looks_like_a_password(
+    lead: tuple[str, str], word: str, case: str
+) -> None:
+    """ "das Passwort ist erforderlich", "пароль — обязательное": a plain word is no password,
+    in any of these languages, whatever its case."""
+    before, after = lead
+    text = f"{before}{getattr(word, case)()}{after}"
+    assert redact(text) == text
+
+
 # --- the red team's offline shape: carriers x prefixes x suffixes ----------------------------
 
 _R = random.Random(20261201)
@@ -704,6 +938,13 @@ for _i, _pw in enumerate(_PW):
         (f"docker{_i}", f"docker login -u bot -p '{_pw}' r.io"),
         (f"curl{_i}", f"curl -u 'admin:{_pw}' https://api"),
         (f"flag{_i}", f"deploy --db-password '{_pw}' --yes"),
+        (f"pgpass{_i}", "db:5432:pay:app:" + _pw.replace("\\", "\\\\").replace(":", "\\:")),
+        (f"pgpassfile{_i}", f"# ~/.pgpass\n*:*:*:app:{_pw}"),
+        (f"cookie{_i}", f"Cookie: sid={_pw}; theme=dark"),
+        (f"setcookie{_i}", f"Set-Cookie: sid={_pw}; Path=/; HttpOnly"),
+        (f"cookiestxt{_i}", f".example.com\tTRUE\t/\tFALSE\t0\tsid\t{_pw}"),
+        (f"prose_de{_i}", f"das Passwort ist {_pw}"),
+        (f"prose_zh{_i}", f"密码是{_pw}"),
     ]
 PREFIXES = [
     "",
