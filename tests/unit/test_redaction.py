@@ -1420,3 +1420,21 @@ def test_password_words_of_other_languages_are_keywords() -> None:
         assert redaction._KEY_ONLY.fullmatch(spelling), spelling
         assert redaction._kind_for_key(spelling) == "password", spelling
         assert any(word in spelling for word in redaction._KEYWORD_GATE), spelling
+
+
+def test_an_ascii_text_is_searched_for_the_gates_it_can_open() -> None:
+    """The prefilter of ASCII texts leaves out gates that start with another character; on an
+    ASCII text it finds what the whole prefilter finds, where it finds it."""
+    texts = (
+        [c.text for c in CASES] + CLEAN + PGPASS_CLEAN + COOKIE_CLEAN + [t for t, _ in NEW_KINDS]
+    )
+    texts += [json.dumps({"content": t}) for t in texts]  # ensure_ascii: all of them ASCII
+    ascii_texts = [t.lower() for t in texts if t.isascii()]
+    assert len(ascii_texts) > 100
+    for text in ascii_texts:
+        whole, ascii_only = (
+            redaction._PREFILTER.search(text),
+            redaction._PREFILTER_ASCII.search(text),
+        )
+        assert (whole and whole.start()) == (ascii_only and ascii_only.start()), text
+    assert len(redaction._PREFILTER_ASCII.pattern) < len(redaction._PREFILTER.pattern)
