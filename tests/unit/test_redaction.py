@@ -1438,3 +1438,34 @@ def test_an_ascii_text_is_searched_for_the_gates_it_can_open() -> None:
         )
         assert (whole and whole.start()) == (ascii_only and ascii_only.start()), text
     assert len(redaction._PREFILTER_ASCII.pattern) < len(redaction._PREFILTER.pattern)
+
+
+def test_redact_json_cuts_cookie_values_a_parsed_header_holds() -> None:
+    value = {
+        "url": "https://app.example.com/api",
+        "headers": {"Cookie": "sessionid=k9x2Qm7pL4; theme=dark", "Accept": "*/*"},
+        "entries": [
+            {"name": "set-cookie", "value": "SID=31d4d96e407aad42; Path=/; Secure; HttpOnly"},
+            {"name": "Accept-Language", "value": "en-US,en;q=0.9"},
+        ],
+        "cookies": [
+            {"name": "sessionid", "value": "k9x2Qm7pL4", "domain": ".example.com", "path": "/"}
+        ],
+        "env": [{"name": "DB_HOST", "value": "db.internal"}],  # no cookie: no domain, no path
+        "template": {"cookie": "session=${SESSION}"},
+    }
+    out = redact_json(value)
+    assert out["headers"] == {
+        "Cookie": "sessionid=[REDACTED:cookie]; theme=[REDACTED:cookie]",
+        "Accept": "*/*",
+    }
+    assert out["entries"] == [
+        {"name": "set-cookie", "value": "SID=[REDACTED:cookie]; Path=/; Secure; HttpOnly"},
+        {"name": "Accept-Language", "value": "en-US,en;q=0.9"},
+    ]
+    assert out["cookies"] == [
+        {"name": "sessionid", "value": "[REDACTED:cookie]", "domain": ".example.com", "path": "/"}
+    ]
+    assert out["env"] == value["env"] and out["template"] == value["template"]
+    assert redact_json(out) == out
+    assert not contains_secret(json.dumps(out))

@@ -880,6 +880,41 @@ def test_a_cookie_text_keeps_names_and_attributes(c: CookieText) -> None:
     assert redact(out) == out and not contains_secret(out)
 
 
+@SETTINGS
+@given(
+    st.lists(st.sampled_from(COOKIE_NAMES), min_size=1, max_size=4, unique=True),
+    st.integers(0, 2**32),
+    st.sampled_from(["Cookie", "cookie", "Set-Cookie", "set-cookie"]),
+)
+def test_redact_json_cuts_the_values_of_parsed_cookies(
+    names: list[str], seed: int, header: str
+) -> None:
+    """Parsed, a cookie has no header around it in the text: a headers mapping, a HAR header
+    entry and cookie objects still lose their values, never their names."""
+    rng = random.Random(seed)
+    values = [_cookie_value(rng) for _ in names]
+    if header.lower() == "set-cookie":
+        names, values = names[:1], values[:1]
+        cookie = f"{names[0]}={values[0]}; Path=/; HttpOnly"
+    else:
+        cookie = "; ".join(f"{n}={v}" for n, v in zip(names, values, strict=True))
+    doc = {
+        "headers": {header: cookie, "accept": "*/*"},
+        "entries": [{"name": header, "value": cookie}],
+        "cookies": [
+            {"name": n, "value": v, "domain": ".example.com", "path": "/"}
+            for n, v in zip(names, values, strict=True)
+        ],
+    }
+    out = redact_json(doc)
+    stored = json.dumps(out)
+    for value in values:
+        assert value not in stored, stored
+    for name in names:
+        assert f"{name}=" in out["headers"][header] and f'"name": "{name}"' in stored
+    assert redact_json(out) == out and not contains_secret(stored)
+
+
 # Words in the scripts of the languages the prose rule reads, as prose writes them.
 PLAIN_WORDS = st.text(
     alphabet=st.sampled_from(
