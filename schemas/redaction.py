@@ -70,6 +70,9 @@ engine tries alternatives one by one); a text of ASCII only is searched without 
 start with another character (``пароль``, ``密码``: each such first character costs every
 position of every text a comparison). ``redact_series`` runs the same gates in polars (Rust)
 over the unique values of a column and sends only the candidates through the detectors.
+Each gate matches within a bounded width (a longer run opens its detector through a hatch,
+``_bounded``): the prefilter and ``_open_detectors`` read a text once, where unbounded gates
+read a run again at each place inside it (64 KB of ``-`` took 45 s).
 
 Helpers for ingestion: ``redact_record`` (a rejected raw line, clipped after redaction) and
 ``redact_id`` (id-like fields: a secret inside an id is replaced, and the id stays unique).
@@ -136,6 +139,35 @@ _PLACEHOLDER_START = "[REDACTED"
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_-]*")
 _JWT_TAIL = re.compile(r"[A-Za-z0-9_\-.+/=]*")
 _REGEX_META = frozenset("\\[](){}.*+?|^$")
+
+# A gate (below) is tried at every position where its literal starts: by the prefilter's
+# search and by `_open_detectors`. An unbounded repetition in it therefore costs a scan of a
+# whole run at each occurrence of the literal inside that run: `key[\w.-]*=` over
+# `"key" * 21000` read 21,000 x 63,000 characters (42 s for 63 KB). So every gate matches
+# within a bounded width (a unit test checks each), and stays implied by every match of its
+# detectors: where a detector allows a longer run, the gate bounds it with an escape hatch.
+# Rust's regex (the polars prefilter) runs in linear time whatever the pattern, and compiles
+# `\w{0,64}` (Unicode) into more than its size limit allows: it gets the unbounded form.
+_GATE_RUN = 64
+_UNBOUNDED: dict[str, str] = {}  # each bounded part of a gate: its unbounded form
+
+
+def _bounded(run: str, rest: str, least: int = 0) -> str:
+    """The gate `run{least,}rest` within a bounded width: at most `_GATE_RUN` of `run`, then
+    `rest`; or more than `_GATE_RUN` of `run`, whatever follows (the hatch). Every match of
+    the unbounded form matches one of the two, so the gate stays a necessary condition; the
+    hatch opens the detector, anchored at the start of its run, which decides in one pass."""
+    bounded = f"(?:{run}{{{least},{_GATE_RUN}}}{rest}|{run}{{{_GATE_RUN + 1}}})"
+    _UNBOUNDED[bounded] = f"(?:{run}{{{least},}}{_unbounded(rest)})"
+    return bounded
+
+
+def _unbounded(gate: str) -> str:
+    """A gate with each bounded part in its unbounded form (the outermost first)."""
+    for bounded in sorted(_UNBOUNDED, key=len, reverse=True):
+        gate = gate.replace(bounded, _UNBOUNDED[bounded])
+    return gate
+
 
 _Starts = Callable[[str, str], Iterable[int]]
 # The secret's (start, end) in the text, or None where the match holds no secret after all.
@@ -246,6 +278,11 @@ def _touches_an_atom(atoms: _Atoms, lo: int, hi: int, start: int, end: int) -> b
 # --- detect-secrets' token plugins ------------------------------------------------------------
 
 
+# `scheme://user[:password]@`, and GitLab's `gl<kind>-` prefixes, within a bounded width.
+_URL_USER_GATE = "://" + _bounded(r"[^\s/?#@]", "@")
+_GITLAB_GATE = ("gl" + _bounded("[a-z]", "-", least=1), "gr1348941")
+
+
 class _Plugin(NamedTuple):
     plugin: type[RegexBasedDetector]
     kind: str
@@ -260,14 +297,14 @@ _LIBRARY: tuple[_Plugin, ...] = (
             ("a3t", "abia", "acca", "akia", "asia", "aws"), "2442535eca47"),
     _Plugin(AzureStorageKeyDetector, "azure_storage_key", False, None,
             ("accountkey=",), "8e27b61d2248"),
-    _Plugin(BasicAuthDetector, "password", True, None, (r"://[^\s/?#@]*@",), "de1d18ad6f14"),
+    _Plugin(BasicAuthDetector, "password", True, None, (_URL_USER_GATE,), "de1d18ad6f14"),
     _Plugin(DiscordBotTokenDetector, "discord_token", False, _TOKEN_TAIL,
             (r"\.[a-z0-9_-]{6}\.",), "fe064d6f9d32"),
     # group 1 of the GitHub and GitLab patterns is the prefix only: the token is the match
     _Plugin(GitHubTokenDetector, "github_token", False, _TOKEN_TAIL,
             ("gh[opusr]_",), "5deb36728575"),
     _Plugin(GitLabTokenDetector, "gitlab_token", False, _TOKEN_TAIL,
-            ("gl[a-z]+-", "gr1348941"), "088caa7db6e3"),
+            _GITLAB_GATE, "088caa7db6e3"),
     _Plugin(JwtTokenDetector, "jwt", False, _JWT_TAIL, ("eyj",), "39549fd323b5"),
     _Plugin(MailchimpDetector, "mailchimp_key", False, _TOKEN_TAIL,
             ("-us[0-9]",), "d5687e015476"),
@@ -530,9 +567,15 @@ _KEYWORDS_RE = "|".join(_KEYWORD_GATE)
 # Gates demand what every match of their detector shows, not just a word: a bare `key` or
 # `token` is in most coding turns, `key=` or `token:` is not, and a text no gate opens never
 # reaches a detector.
-_ASSIGNMENT_GATE = tuple(rf"""{w}[\w.-]*(?:\\*["'\]]){{0,2}}[ \t]*[:=!]""" for w in _KEYWORD_GATE)
-_FLAG_GATE = (r"--[\w-]*(?:pass|secret|token|key)",)
+# The name's end, closing quotes and blanks before the operator (`_ASSIGNMENT`: `[\w.-]*`,
+# `(?:\\*["'\]]){0,2}`, `[ \t]*`), each bounded with its hatch.
+_ASSIGNMENT_GATE = tuple(
+    w + _bounded(r"[\w.-]", _bounded(r"""[\\"'\]]""", _bounded(r"[ \t]", "[:=!]")))
+    for w in _KEYWORD_GATE
+)
+_FLAG_GATE = ("--" + _bounded(r"[\w-]", "(?:pass|secret|token|key)"),)
 _PROSE_GATE = (r"pass(?:word|wd|phrase|code)s?[ \t]", r"pwd[ \t]", r"pw[ \t]")
+_IDENTIFIED_BY_GATE = "identified" + _bounded(r"[ \t]", "by", least=1)
 # Python annotations: `password: str = "..."` assigns after the type.
 _ANNOTATION = r"str|bytes|secretstr|secretbytes|any|optional\[\w+\]|\w+[ \t]*\|[ \t]*none"
 # A quoted value: first read with backslash escapes (`"ab\"cd"` is one value), else up to the
@@ -714,7 +757,7 @@ _COMMANDS: tuple[_Detector, ...] = (
     # registry, az acr and az login take the same `-p`).
     _command(
         rf"\b(?:{_LOGIN_TOOLS})[ \t]+login\b{_SAME_COMMAND}-p[ \t]+{_SHELL_WORD}",
-        (r"login[^\n|;&]*[ \t]-p",),
+        ("login" + _bounded(r"[^\n|;&]", r"[ \t]-p"),),
         tuple(_LOGIN_TOOLS.split("|")),
     ),
     _command(
@@ -753,7 +796,7 @@ _COMMANDS: tuple[_Detector, ...] = (
     _command(
         rf"\bgh[ \t]+secret[ \t]+set\b{_SAME_COMMAND}(?:--body(?:[ \t]+|=)|-b[ \t]*)"
         rf"{_SHELL_WORD_GLUED}",
-        (r"secret[ \t]+set",),
+        ("secret" + _bounded(r"[ \t]", "set", least=1),),
         ("gh",),
     ),
     # A password piped into a command that reads it: `echo X | sudo -S ...`,
@@ -762,7 +805,7 @@ _COMMANDS: tuple[_Detector, ...] = (
         rf"\becho[ \t]+(?:-[ne][ \t]+)*{_SHELL_WORD_GLUED}[ \t]*\|[ \t]*"
         r"(?:sudo[ \t]+(?:-[a-zA-Z]+[ \t]+)*-[a-zA-Z]*S|[^\n|;&]*--password-stdin"
         r"|passwd[ \t]+--stdin|chpasswd)",
-        (r"echo[^\n|]*\|",),
+        ("echo" + _bounded(r"[^\n|]", r"\|"),),
         ("echo",),
     ),
     # `smbclient -U user%pass`
@@ -996,7 +1039,11 @@ def _intl_prose_span(m: re.Match[str]) -> tuple[int, int] | None:
 
 
 # Each word, followed by what every match shows after it (a space, or a colon).
-_INTL_GATE = tuple(rf"{w}[ \t\u00a0:：]" for w in (*_COMPOUND_WORDS, *_SIMPLE_WORDS))
+_MOT_DE_PASSE_GATE = "mot" + _bounded(_SP, "de" + _bounded(_SP, "passe", least=1), least=1)
+_INTL_GATE = tuple(
+    rf"{_MOT_DE_PASSE_GATE if w.startswith('mot') else w}[ \t\u00a0:：]"
+    for w in (*_COMPOUND_WORDS, *_SIMPLE_WORDS)
+)
 _CJK_GATE = tuple(_CJK_WORDS.split("|"))
 _INTL_STEMS = ("passwort", "kennwort", "wachtwoord", "lösenord", "passord", "adgangskode",
                "kodeord", "mot", "contrase", "clave", "senha", "palavra", "hasł", "парол",
@@ -1108,7 +1155,11 @@ _PGPASS = re.compile(
     rf"""(?<![^\s"'`])(?P<host>{_PG_FIELD}):(?P<port>[0-9]{{1,5}}|\*):(?P<db>{_PG_FIELD})"""
     rf":(?P<user>{_PG_FIELD}):"
 )
-_PGPASS_GATE = (r":(?:[0-9]{1,5}|\*):(?:[^\s:\\]|\\.)+:(?:[^\s:\\]|\\.)+:",)
+_PG_GATE_FIELD = r"(?:[^\s:\\]|\\.)"
+_PGPASS_GATE = (
+    r":(?:[0-9]{1,5}|\*):"
+    + _bounded(_PG_GATE_FIELD, ":" + _bounded(_PG_GATE_FIELD, ":", least=1), least=1),
+)
 _PG_PORT_AHEAD = re.compile(r":(?=(?:[0-9]{1,5}|\*):)")
 _PG_HOST = re.compile(
     r"""\*|/[\w.@/-]*|\d{1,3}(?:\.\d{1,3}){3}|(?:[0-9A-Fa-f]*\\:)+[0-9A-Fa-f]*
@@ -1307,6 +1358,10 @@ _CURL_COOKIE = re.compile(
 )
 
 
+# curl's cookie string after `-b `: quotes, a name, `=` (bounded, `_bounded`).
+_CURL_COOKIE_GATE = _bounded(r"\\", r"""["']?""" + _bounded(r"""[^\s"'=;\\]""", "=", least=1))
+
+
 def _curl_cookie_spans(m: re.Match[str]) -> list[tuple[int, int]]:
     group = next(g for g in ("sq", "dq", "v") if m.group(g) is not None)
     quote = {"sq": "'", "dq": '"', "v": ""}[group]
@@ -1321,7 +1376,8 @@ _NETSCAPE_COOKIE = re.compile(
     re.MULTILINE | re.IGNORECASE,
 )
 _NETSCAPE_GATE = (
-    "\t(?:true|false)\t[^\t\n]*\t(?:true|false)\t[0-9]+\t",
+    "\t(?:true|false)\t"
+    + _bounded(r"[^\t\n]", r"\t(?:true|false)\t" + _bounded("[0-9]", r"\t", least=1)),
     # the same in JSON-escaped text (its decoded form is read, `_views`)
     r"\\t(?:true|false)\\t",
 )
@@ -1360,7 +1416,7 @@ _ADDED: tuple[_Detector, ...] = (
     _Detector(
         "gitlab_token",
         re.compile(r"(?:gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|agent|oas)-|GR1348941)[\w-]{20,}"),
-        ("gl[a-z]+-", "gr1348941"),
+        _GITLAB_GATE,
     ),
     _Detector("npm_token", re.compile(r"npm_[A-Za-z0-9]{36,}"), ("npm_",)),
     _Detector(
@@ -1435,7 +1491,7 @@ _ADDED: tuple[_Detector, ...] = (
     _Detector(
         "password",
         re.compile(r"://(?<=[A-Za-z0-9+.-]://)[^\s:/?#@\[\]\"'<>]*:(?P<v>[^\s/?#\"'<>]+)@"),
-        (r"://[^\s/?#@]*@",),
+        (_URL_USER_GATE,),
         priority=1,
         groups=("v",),
         accept=_url_password_ok,
@@ -1493,7 +1549,7 @@ _ADDED: tuple[_Detector, ...] = (
     _Detector(
         "password",
         _PROSE_BARE,
-        (*_PROSE_GATE, r"identified[ \t]+by"),
+        (*_PROSE_GATE, _IDENTIFIED_BY_GATE),
         priority=4,
         refine=_prose_bare_span,
         starts=_at("pass", "pw", "identified"),
@@ -1534,7 +1590,7 @@ _ADDED: tuple[_Detector, ...] = (
     _Detector(
         "basic_auth",
         re.compile(r"""(?<=["'])auth\\?["'][ \t]*:[ \t]*\\?["'](?P<v>[A-Za-z0-9+/]{8,}={0,2})"""),
-        (r"""auth\\?["'][ \t]*:""",),
+        (r"""auth\\?["']""" + _bounded(r"[ \t]", ":"),),
         priority=2,
         groups=("v",),
         accept=_basic_credentials,
@@ -1547,7 +1603,7 @@ _ADDED: tuple[_Detector, ...] = (
             rf"(?<![\w.-])ENV[ \t]+(?P<key>{_KEY})[ \t]+(?P<v>[^\s=][^\n]*?)[ \t]*$",
             re.MULTILINE | re.IGNORECASE,
         ),
-        (rf"env[ \t]+[\w.-]*(?:{_KEYWORDS_RE})",),
+        ("env" + _bounded(r"[ \t]", _bounded(r"[\w.-]", f"(?:{_KEYWORDS_RE})"), least=1),),
         priority=3,
         refine=_dockerfile_env_span,
         kind_of=_assignment_kind,
@@ -1558,7 +1614,7 @@ _ADDED: tuple[_Detector, ...] = (
     _Detector(
         "secret",
         re.compile(rf"<(?P<key>{_KEY})(?:[ \t][^>]*)?>(?P<v>[^<\n]+)</(?P=key)>", re.IGNORECASE),
-        (rf"<[\w.-]*(?:{_KEYWORDS_RE})",),
+        ("<" + _bounded(r"[\w.-]", f"(?:{_KEYWORDS_RE})"),),
         priority=3,
         refine=_xml_span,
         kind_of=_assignment_kind,
@@ -1571,7 +1627,7 @@ _ADDED: tuple[_Detector, ...] = (
             r"""(?<![\w-])value[ \t]*=[ \t]*(?P<q2>["'])(?P<v>[^"'\n]*)(?P=q2)""",
             re.IGNORECASE,
         ),
-        (r"value[ \t]*=",),
+        ("value" + _bounded(r"[ \t]", "="),),
         priority=3,
         refine=_xml_span,
         kind_of=_assignment_kind,
@@ -1599,20 +1655,28 @@ _ADDED: tuple[_Detector, ...] = (
     _Detector(
         "cookie",
         _COOKIE_HEADER,
-        (r"""cookie\\*["']?[ \t]*:""",),
+        ("cookie" + _bounded(r"\\", r"""["']?""" + _bounded(r"[ \t]", ":")),),
         priority=2,
         refine_all=_cookie_header_spans,
         starts=_at("cookie"),
     ),
     _Detector(
-        "cookie", _COOKIE_HAR, (r"""cookie\\*"[ \t]*,""",), priority=2, refine_all=_cookie_har_spans
+        "cookie",
+        _COOKIE_HAR,
+        ("cookie" + _bounded(r"\\", '"' + _bounded(r"[ \t]", ",")),),
+        priority=2,
+        refine_all=_cookie_har_spans,
     ),
     _Detector(
         "cookie",
         _CURL_COOKIE,
         (
-            r"""-b[ \t]+\\*["']?[^\s"'=;\\]+=""",
-            r"""--cookie(?:[ \t]+|=)\\*["']?[^\s"'=;\\]+=""",
+            "-b" + _bounded(r"[ \t]", _CURL_COOKIE_GATE, least=1),
+            "--cookie(?:"
+            + _bounded(r"[ \t]", _CURL_COOKIE_GATE, least=1)
+            + "|="
+            + _CURL_COOKIE_GATE
+            + ")",
         ),
         priority=2,
         refine_all=_curl_cookie_spans,
@@ -1628,7 +1692,7 @@ _ADDED: tuple[_Detector, ...] = (
             r"(?P<domain>[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
             r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,})(?![\w-])"
         ),
-        (r"@[a-z0-9-]+\.",),
+        ("@" + _bounded("[a-z0-9-]", r"\.", least=1),),
         priority=5,
         accept=_email_ok,
         starts=_email_starts,
@@ -1639,8 +1703,8 @@ _DETECTORS: tuple[_Detector, ...] = (*_library_detectors(), *_ADDED)
 
 
 _GATES: tuple[str, ...] = tuple(dict.fromkeys(g for d in _DETECTORS for g in d.gate))
-_DETECTORS_BY_GATE: dict[str, tuple[int, ...]] = {
-    g: tuple(i for i, d in enumerate(_DETECTORS) if g in d.gate) for g in _GATES
+_DETECTORS_BY_GATE: dict[str, frozenset[int]] = {
+    g: frozenset(i for i, d in enumerate(_DETECTORS) if g in d.gate) for g in _GATES
 }
 # JSON escapes that can hide a gate (`:\/\/`, `\u0070assword`): such a text is a candidate.
 _ESCAPE_GATES = ("\\u", "\\/")
@@ -1712,8 +1776,10 @@ def _prefix_tree(gates: Iterable[str]) -> str:
 # All gates in one regex: the quick answer for the many texts no gate opens.
 _PREFILTER_GATES = (*_GATES, *(re.escape(g) for g in _ESCAPE_GATES))
 _PREFILTER = re.compile(_prefix_tree(_PREFILTER_GATES))
-# The same for polars (Rust regex), whose case-insensitive flag stands for lowercasing.
-PREFILTER_PATTERN = "(?i)" + _PREFILTER.pattern
+# The same for polars (Rust regex), whose case-insensitive flag stands for lowercasing; its
+# gates unbounded (`_bounded`): weaker than Python's, where only a hatch differs, never
+# stronger, and no detector opens on a hatch alone.
+PREFILTER_PATTERN = "(?i)" + _prefix_tree(_unbounded(g) for g in _PREFILTER_GATES)
 
 
 def _ascii_start(gate: str) -> bool:
@@ -1750,6 +1816,11 @@ for _gate in _GATES:
         _GATES_BY_FIRST.setdefault(_literal[0], {}).setdefault(_literal, []).append((_rest, _opens))
     else:
         _GATES_ANYWHERE.append((re.compile(_gate), _opens))
+# The detectors any gate starting with a character opens.
+_OPENS_BY_FIRST: dict[str, frozenset[int]] = {
+    c: frozenset().union(*(o for rests in by.values() for _, o in rests))
+    for c, by in _GATES_BY_FIRST.items()
+}
 
 
 # --- JSON-escaped text ------------------------------------------------------------------------
@@ -1849,18 +1920,45 @@ def _open_detectors(lowered: str, first: int = 0) -> list[_Detector]:
     for pattern, detectors in _GATES_ANYWHERE:
         if pattern.search(lowered):
             opened |= detectors
-    gate_search = _GATE_SEARCH_ASCII if lowered.isascii() else _GATE_SEARCH
+    ascii = lowered.isascii()
+    gate_search = _GATE_SEARCH_ASCII if ascii else _GATE_SEARCH
+    # Gates are tried where the search finds one may start; a gate whose detectors are all open
+    # already is not tried again, nor a first character whose gates' detectors all are. After
+    # `_IDLE_GATE_HITS` places that opened nothing new (`--` * n: its gate at every place), the
+    # search goes on for the gates that still open something, and finds only those.
+    done: set[str] = set()
+    idle = 0
     pos = first
     while m := gate_search.search(lowered, pos):
         pos = m.start()
-        for literal, rests in _GATES_BY_FIRST[lowered[pos]].items():
-            if lowered.startswith(literal, pos):
-                after = pos + len(literal)
-                for rest, detectors in rests:
-                    if rest is None or rest.match(lowered, after):
-                        opened |= detectors
+        c = lowered[pos]
+        before = len(opened)
+        if c not in done:
+            for literal, rests in _GATES_BY_FIRST[c].items():
+                if lowered.startswith(literal, pos):
+                    after = pos + len(literal)
+                    for rest, detectors in rests:
+                        if not detectors <= opened and (rest is None or rest.match(lowered, after)):
+                            opened |= detectors
+            if _OPENS_BY_FIRST[c] <= opened:
+                done.add(c)
+        idle = 0 if len(opened) > before else idle + 1
+        if idle >= _IDLE_GATE_HITS:
+            closed = frozenset(g for g in _GATES if not _DETECTORS_BY_GATE[g] <= opened)
+            gate_search, idle = _gate_search_for(closed, ascii), 0
         pos += 1
     return [_DETECTORS[i] for i in sorted(opened)]
+
+
+_IDLE_GATE_HITS = 256
+
+
+@functools.lru_cache(maxsize=32)
+def _gate_search_for(gates: frozenset[str], ascii: bool) -> re.Pattern[str]:
+    """The gate search for these gates (those starting with another character left out of an
+    ASCII text's); a search that finds nothing where none is left."""
+    chosen = sorted(g for g in gates if not ascii or _ascii_start(g))
+    return re.compile(_prefix_tree(chosen) if chosen else "(?!)")
 
 
 def _spans(text: str, lowered: str, first: int = 0) -> list[_Span]:

@@ -1469,3 +1469,49 @@ def test_redact_json_cuts_cookie_values_a_parsed_header_holds() -> None:
     assert out["env"] == value["env"] and out["template"] == value["template"]
     assert redact_json(out) == out
     assert not contains_secret(json.dumps(out))
+
+
+# --- linear time ------------------------------------------------------------------------------
+#
+# A landing line may hold a mebibyte: the gates, tried at every place their literal starts,
+# match within a bounded width (tests never assert a time; what they hold is the design).
+
+
+def _width(pattern: str) -> int:
+    """The most characters a regex can match (unbounded: 4294967294)."""
+    import re
+
+    return re._parser.parse(pattern).getwidth()[1]  # type: ignore[attr-defined]
+
+
+def test_every_gate_matches_within_a_bounded_width() -> None:
+    """A gate is tried at each place its literal starts (the prefilter, `_open_detectors`): an
+    unbounded repetition in it read the whole run at each place inside the run, so `key` *
+    21000 took 42 s. Every gate, each rest `_open_detectors` tries after a literal, and the
+    prefilters they make match within a bounded width."""
+    limit = 8 * redaction._GATE_RUN
+    for gate in redaction._GATES:
+        assert _width(gate) <= limit, gate
+    for by_literal in redaction._GATES_BY_FIRST.values():
+        for rests in by_literal.values():
+            for rest, _ in rests:
+                assert rest is None or _width(rest.pattern) <= limit, rest
+    for pattern in (
+        redaction._PREFILTER,
+        redaction._PREFILTER_ASCII,
+        redaction._GATE_SEARCH,
+        redaction._GATE_SEARCH_ASCII,
+    ):
+        assert _width(pattern.pattern) <= limit
+
+
+def test_bounded_gates_have_a_hatch_and_polars_reads_them_unbounded() -> None:
+    """A run the detector allows past `_GATE_RUN` still opens it (the hatch); Rust's regex,
+    linear whatever the pattern (and unable to compile `\\w{0,64}`), gets each gate in its
+    unbounded form, which it compiles."""
+    long_name = "x" * (redaction._GATE_RUN + 10)
+    assert redaction._PREFILTER.search(f"password_{long_name}=hunter2")
+    assert redaction._PREFILTER.search(f"--{long_name}-password")
+    assert redaction._PREFILTER.search(f"<{long_name}password")
+    assert f"{{{redaction._GATE_RUN + 1}}}" not in PREFILTER_PATTERN
+    assert pl.Series([f"{long_name}_password=x"]).str.contains(PREFILTER_PATTERN).all()

@@ -33,6 +33,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from schemas import redaction as _r
 from schemas.redaction import (
     PLACEHOLDER_PATTERN,
     contains_secret,
@@ -1045,3 +1046,61 @@ def test_every_combination_as_a_clipped_record(limit: int) -> None:
         raw = json.dumps({"content": prefix + carrier + suffix}).replace("/", "\\/")
         out = redact_record(raw, limit)
         assert len(out) <= limit and not contains_secret(out), (raw, out)
+
+
+# --- linear time: the bounded gates lose nothing ---------------------------------------------
+#
+# Gates match within a bounded width, a longer run opening them through a hatch
+# (`schemas/redaction.py`, `_bounded`): what the unbounded gate matched, the bounded one
+# matches, and a secret behind a run longer than the bound is still cut.
+
+_LONG = _r._GATE_RUN + 6  # past every gate's bound
+
+
+@SETTINGS
+@given(st.data())
+def test_a_bounded_gate_is_implied_by_its_unbounded_form(data: st.DataObject) -> None:
+    """Whatever the unbounded gate (a necessary condition of its detectors, and what polars
+    reads) matches, the bounded one matches too: within the bound, or through its hatch."""
+    gate = data.draw(st.sampled_from([g for g in _r._GATES if g != _r._unbounded(g)]))
+    unbounded = _r._unbounded(gate)
+    if data.draw(st.booleans()):  # runs past the bound, where only a hatch matches
+        unbounded = re.sub(r"\{(\d+),\}", f"{{{_LONG},{2 * _LONG}}}", unbounded)
+    text = data.draw(st.from_regex(unbounded))
+    assert re.search(gate, text), (gate, text)
+
+
+@st.composite
+def long_run_placements(draw: st.DrawFn) -> Placed:
+    """A secret whose gate opens only through a hatch: a name, blanks or a field longer than
+    the gate's bound before the operator, flag or value."""
+    pad = draw(st.integers(_LONG, 3 * _LONG))
+    pw = draw(_password(ALNUM, min_size=8))
+    shapes = [
+        (f"{'x' * pad}_password={pw}", f"{'x' * pad}_password="),
+        (f"db.{'conn_' * (pad // 5)}password = {pw};", "db."),
+        (f"password{' ' * pad}= {pw}", "password"),
+        (f"api_key{chr(9) * pad}: {pw}", "api_key"),
+        (f"run --{'x' * pad}-password {pw} now", "run --"),
+        (f"<{'x' * pad}password>{pw}</{'x' * pad}password>", f"<{'x' * pad}password>"),
+        (f"ENV{' ' * pad}DB_PASSWORD {pw}", "ENV"),
+        (f"docker login{' -u bot' * (pad // 7)} -p {pw} registry.io", "docker login"),
+        (f"echo {pw}{' ' * pad}| sudo -S true", "echo "),
+        (f"CREATE USER app IDENTIFIED{' ' * pad}BY '{pw}'", "CREATE USER app"),
+        (f"curl -b{' ' * pad}sid={pw} https://x.example.com", "curl -b"),
+        (f"Cookie{' ' * pad}: sid={pw}", "Cookie"),
+        (f"h.example.com:5432:{'d' * pad}:app:{pw}  # ~/.pgpass", "h.example.com:5432:"),
+        (f"see https://{'u' * pad}:{pw}@db.example.com/x", f"https://{'u' * pad}:"),
+        (f"mail {'a' * 3}@{'b' * pad}.example.com now", "mail "),
+    ]
+    text, kept = draw(st.sampled_from(shapes))
+    secret = pw if "@b" not in text else text.split(" ")[1]
+    return Placed("long_run", text, secret, (kept,))
+
+
+@SETTINGS
+@given(long_run_placements())
+def test_a_run_past_a_gate_bound_still_opens_it(p: Placed) -> None:
+    assert contains_secret(p.text), p
+    out = _assert_redaction_holds(p)
+    assert redact_series(pl.Series([p.text, out])).to_list() == [out, out]
