@@ -70,9 +70,16 @@ engine tries alternatives one by one); a text of ASCII only is searched without 
 start with another character (``пароль``, ``密码``: each such first character costs every
 position of every text a comparison). ``redact_series`` runs the same gates in polars (Rust)
 over the unique values of a column and sends only the candidates through the detectors.
-Each gate matches within a bounded width (a longer run opens its detector through a hatch,
-``_bounded``): the prefilter and ``_open_detectors`` read a text once, where unbounded gates
-read a run again at each place inside it (64 KB of ``-`` took 45 s).
+
+Time is linear in the text, hostile text included (a landing line may hold a mebibyte; the
+forms before this took 45 s for 64 KB of ``-``, hours for a mebibyte). Each gate matches
+within a bounded width (a longer run opens its detector through a hatch, ``_bounded``); no
+detector reads a run, a value or a command again for each start inside it (see "linear
+time" below). What that changed: an unquoted value longer than 256 characters is cut whole,
+judged on its head (a command substitution, a path or a working directory stays); a value in
+typographic quotes holds no opening quote of its kind (``“a “b”`` is no value); a ``-b`` or
+``--cookie`` after ``curl`` is found anywhere on its continued line; npm's token after every
+``/:_authToken=``; a JWT at the first 16 ``eyJ`` of a run.
 
 Helpers for ingestion: ``redact_record`` (a rejected raw line, clipped after redaction) and
 ``redact_id`` (id-like fields: a secret inside an id is replaced, and the id stays unique).
@@ -81,9 +88,12 @@ Helpers for ingestion: ``redact_record`` (a rejected raw line, clipped after red
 from __future__ import annotations
 
 import base64
+import bisect
+import dataclasses
 import functools
 import hashlib
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -169,10 +179,138 @@ def _unbounded(gate: str) -> str:
     return gate
 
 
+# --- linear time ------------------------------------------------------------------------------
+#
+# A landing line may hold a mebibyte, and one hostile or broken turn must not stall a tenant's
+# ingestion. Every gate, the prefilter and every detector run in time linear in the text: a
+# scan may start at each position, but never reads a stretch of text again for each start
+# inside it. Where a detector's match or a helper reads "up to where the run ends", "the
+# start of this line" or "the first flag after here", these answer from what an earlier
+# start read (each answer is the same from anywhere inside the run, line or stretch that
+# read it), per thread and per text.
+
+_LOCAL = threading.local()
+
+
+def _memo(text: str) -> dict[Any, Any]:
+    """Answers found in this text (the last text one asked about, on this thread)."""
+    memo = getattr(_LOCAL, "memo", None)
+    if memo is None or memo[0] is not text:
+        memo = (text, {})
+        _LOCAL.memo = memo
+    return memo[1]  # type: ignore[no-any-return]
+
+
+def _run_end(pattern: re.Pattern[str], text: str, pos: int) -> int:
+    """Where `pattern` matched at `pos` ends. Only for a run whose each step depends on the
+    text there, not on where the run started (`[A-Za-z0-9_-]*`, `(?:[^&]|&(?!x))*`): from
+    anywhere inside a run read before, it ends where that run ended."""
+    memo = _memo(text)
+    last = memo.get(pattern)
+    if last is not None and last[0] <= pos <= last[1]:
+        return last[1]  # type: ignore[no-any-return]
+    end = pattern.match(text, pos).end()  # type: ignore[union-attr]
+    memo[pattern] = (pos, end)
+    return end
+
+
+def _first_after(pattern: re.Pattern[str], text: str, pos: int) -> re.Match[str] | None:
+    """The first match of `pattern` starting at `pos` or later (a pattern whose match at a
+    place does not depend on where the search began): between where a search began and what
+    it found, every later search finds the same."""
+    memo = _memo(text)
+    key = ("first", pattern)
+    last = memo.get(key)
+    if last is not None and last[0] <= pos and (last[1] is None or pos <= last[1].start()):
+        return last[1]  # type: ignore[no-any-return]
+    m = pattern.search(text, pos)
+    memo[key] = (pos, m)
+    return m
+
+
+_NEWLINE_WINDOW = 4096
+
+
+def _line_start(text: str, pos: int) -> int:
+    """Where the line holding `pos` starts. A long line is looked up in the text's newlines
+    (found once), not searched back character by character for each position on it."""
+    near = text.rfind("\n", max(0, pos - _NEWLINE_WINDOW), pos)
+    if near >= 0 or pos <= _NEWLINE_WINDOW:
+        return near + 1
+    memo = _memo(text)
+    newlines = memo.get("newlines")
+    if newlines is None:
+        newlines = memo["newlines"] = [m.start() for m in re.finditer("\n", text)]
+    i = bisect.bisect_left(newlines, pos)
+    return newlines[i - 1] + 1 if i else 0
+
+
+_BLANK_RUN = re.compile(r"[ \t]*")
+
+
+def _first_on_line(text: str, pos: int) -> bool:
+    """Whether only blanks come before `pos` on its line."""
+    return _run_end(_BLANK_RUN, text, _line_start(text, pos)) >= pos
+
+
 _Starts = Callable[[str, str], Iterable[int]]
 # The secret's (start, end) in the text, or None where the match holds no secret after all.
 _Refine = Callable[[re.Match[str]], tuple[int, int] | None]
 _Atoms = list[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    """A match `head` `[through]*?` `flag`, found without reading its middle once per start.
+
+    A command word and then, anywhere later in the same command, the flag that holds the
+    password (`mysql -h db -u app -pX`): as one regex, each start reads its command up to the
+    flag, so a command of n words read n times over is quadratic. Here `through` (the run the
+    lazy middle may cross, greedy: `[^\\n|;&]*`) and `flag` are looked up from the end of
+    `head` with `_run_end` and `_first_after`: the first flag from a place, and the end of the
+    run holding it, are the same from every later place before them, so each is read once.
+    The result is the one regex's: its lazy middle stops at the first place the flag
+    matches, if no character outside `through` comes before."""
+
+    head: re.Pattern[str]
+    through: re.Pattern[str]
+    flag: re.Pattern[str]
+
+    def match(self, text: str, pos: int) -> _Joined | None:
+        head = self.head.match(text, pos)
+        if head is None:
+            return None
+        flag = _first_after(self.flag, text, head.end())
+        if flag is None or flag.start() > _run_end(self.through, text, head.end()):
+            return None
+        return _Joined(head, flag)
+
+
+class _Joined:
+    """A `_Scan` match read as one: groups from the flag's match, else the head's; it starts
+    where the head does and ends where the flag does."""
+
+    __slots__ = ("flag", "head", "string")
+
+    def __init__(self, head: re.Match[str], flag: re.Match[str]) -> None:
+        self.head, self.flag, self.string = head, flag, head.string
+
+    def _part(self, group: int | str) -> re.Match[str]:
+        return self.flag if group in self.flag.re.groupindex else self.head
+
+    def group(self, group: int | str = 0) -> str | None:
+        return (
+            self.string[self.start() : self.end()] if group == 0 else self._part(group).group(group)
+        )
+
+    def span(self, group: int | str = 0) -> tuple[int, int]:
+        return (self.start(), self.end()) if group == 0 else self._part(group).span(group)
+
+    def start(self, group: int | str = 0) -> int:
+        return self.head.start() if group == 0 else self._part(group).start(group)
+
+    def end(self, group: int | str = 0) -> int:
+        return self.flag.end() if group == 0 else self._part(group).end(group)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,24 +338,41 @@ class _Detector:
     # A cheap pattern every match satisfies at its start: where it fails, the costly one is
     # not tried (most keyword hits are no assignment: `cache key per tenant`).
     precheck: re.Pattern[str] | None = None
+    # Where set, matches are found as `scan.match` at each start (`pattern` documents them).
+    scan: _Scan | None = None
+    # A rejected match rules out every match starting inside it: the next search starts at its
+    # end. For a pattern that ends where a run ends (`sk-[...]{20,}`) with an `accept` that a
+    # part of a rejected token fails too (`_mixed_token`): else `sk-` * n is read n times.
+    skip_rejected: bool = False
+    # The secret is the whole match, which no match overlapping a placeholder inside it can
+    # leave out (a PEM block up to its END): a search after one such placeholder goes on past
+    # it, not from the next character (a block read again for each BEGIN before it).
+    skip_atoms: bool = False
 
     def find(self, text: str, lowered: str, atoms: _Atoms) -> Iterator[_Span]:
         """Every secret span of this detector. A rejected match hides nothing behind it: the
-        search goes on from its next character, not from its end; anchored detectors try every
-        start (`password: DB_PASSWORD="x"` holds two assignments)."""
+        search goes on from its next character, not from its end (but see `skip_rejected`,
+        `skip_atoms`); anchored detectors try every start (`password: DB_PASSWORD="x"` holds
+        two assignments)."""
         if self.starts is not None and len(lowered) == len(text):
             precheck = self.precheck
+            match = self.pattern.match if self.scan is None else self.scan.match
             for pos in sorted(set(self.starts(text, lowered))):
                 if precheck is not None and not precheck.match(text, pos):
                     continue
-                if m := self.pattern.match(text, pos):
-                    yield from self._spans_of(m, text, atoms)
+                if m := match(text, pos):
+                    yield from self._spans_of(m, text, atoms)  # type: ignore[arg-type]
             return
         pos = 0
         while pos <= len(text) and (m := self.pattern.search(text, pos)):
             spans = self._spans_of(m, text, atoms)
             yield from spans
-            pos = max(m.end(), m.start() + 1) if spans else m.start() + 1
+            if spans or self.skip_rejected:
+                pos = max(m.end(), m.start() + 1)
+            elif self.skip_atoms and atoms and (inside := _last_atom_in(atoms, m.start(), m.end())):
+                pos = max(inside, m.start() + 1)
+            else:
+                pos = m.start() + 1
 
     def _spans_of(self, m: re.Match[str], text: str, atoms: _Atoms) -> list[_Span]:
         if self.refine_all is not None:
@@ -230,11 +385,12 @@ class _Detector:
                 return []
             group = next((g for g in self.groups if m.group(g) is not None), 0)
             start, end = m.span(group)
-            if self.tail is not None and (tail := self.tail.match(text, end)):
-                end = tail.end()
-            clip = self.clip.match(text, start) if self.clip is not None else None
-            if clip is not None and clip.end() > start:
-                end = min(end, clip.end())
+            # tails and clips are runs of a class: each read once (`_run_end`), not once per
+            # match inside them (`AKIA...` * n, each match's tail running to the end)
+            if self.tail is not None:
+                end = _run_end(self.tail, text, end)
+            if self.clip is not None and (clip := _run_end(self.clip, text, start)) > start:
+                end = min(end, clip)
             if self.keep_prefix and text.startswith(self.keep_prefix, start):
                 start += len(self.keep_prefix)
             found = [(start, end)]
@@ -271,8 +427,30 @@ def _touches_an_atom(atoms: _Atoms, lo: int, hi: int, start: int, end: int) -> b
     `curl -u [REDACTED:email]:...`), or its secret holds one. Text next to a placeholder was
     judged by the pass that wrote it, where the secret itself still stood; judged again with
     the placeholder in its place (other characters, other length) it could read otherwise
-    (`password: [REDACTED:private_key]/path`), so it is left as that pass left it."""
-    return any(s < lo < e or s < hi < e or (s < end and start < e) for s, e in atoms)
+    (`password: [REDACTED:private_key]/path`), so it is left as that pass left it.
+
+    The atoms are sorted and apart: the one before each of `lo` and `hi`, and the first to end
+    after `start`, are found by bisection (a text of placeholders is no scan per match)."""
+    for pos in (lo, hi):
+        i = bisect.bisect_left(atoms, pos, key=_atom_start)
+        if i and pos < atoms[i - 1][1]:
+            return True
+    j = bisect.bisect_right(atoms, start, key=_atom_end)
+    return j < len(atoms) and atoms[j][0] < end
+
+
+def _last_atom_in(atoms: _Atoms, lo: int, hi: int) -> int:
+    """The end of the last placeholder that starts in [lo, hi), or 0."""
+    i = bisect.bisect_left(atoms, hi, key=_atom_start)
+    return atoms[i - 1][1] if i and atoms[i - 1][0] >= lo else 0
+
+
+def _atom_start(atom: tuple[int, int]) -> int:
+    return atom[0]
+
+
+def _atom_end(atom: tuple[int, int]) -> int:
+    return atom[1]
 
 
 # --- detect-secrets' token plugins ------------------------------------------------------------
@@ -357,25 +535,72 @@ def _jwt_valid(m: re.Match[str]) -> bool:
     return JwtTokenDetector.is_formally_valid(m.group(0))
 
 
+# Three library patterns read a run again from each place a match may start in it, and are
+# found otherwise here (only while their denylist is the one reviewed):
+# - the JWT pattern (`eyJ[...]+\.`) from each `eyJ` reads the run up to its `.`, and each
+#   candidate is decoded: `eyJ` is tried at its first `_JWT_TRIES` places in a run;
+# - npm's `//.+/:_authToken=...` from each `//` reads the line: the token is found after each
+#   `/:_authToken=`, with or without a `//` before it on its line, and not only after the
+#   last one (more is cut, never less);
+# - OpenAI's legacy `sk-[...]*[...]{20}T3BlbkFJ[...]{20}` from each `sk-` reads the run: only
+#   the first `sk-` of a run is tried (a later one finds a part of what the first finds).
+_JWT_TRIES = 16
+_JWT_RUN = re.compile(r"[A-Za-z0-9_=-]*")
+_OPENAI_RUN = re.compile(r"[A-Za-z0-9_-]*")
+
+
+def _first_in_runs(needle: str, run: re.Pattern[str], tries: int) -> _Starts:
+    """Starts at each `needle`, the first `tries` of them in each run of `run`."""
+
+    def starts(text: str, lowered: str) -> Iterator[int]:
+        run_end, tried = -1, 0
+        hit = text.find(needle)
+        while hit >= 0:
+            if hit >= run_end:
+                run_end, tried = _run_end(run, text, hit), 0
+            if tried < tries:
+                yield hit
+            tried += 1
+            hit = text.find(needle, hit + 1)
+
+    return starts
+
+
+_LINEAR_LIBRARY: dict[str, tuple[dict[str, Any], ...]] = {
+    JwtTokenDetector.denylist[0].pattern: (  # type: ignore[attr-defined]
+        {"starts": _first_in_runs("eyJ", _JWT_RUN, _JWT_TRIES)},
+    ),
+    NpmDetector.denylist[0].pattern: (  # type: ignore[attr-defined]
+        {"pattern": re.compile(r"/:_authToken=\s*(npm_)(?=.)"), "tail": _TOKEN_TAIL, "clip": None},
+        {"pattern": re.compile(r"/:_authToken=\s*([A-Fa-f0-9-]{36})")},
+    ),
+    OpenAIDetector.denylist[0].pattern: (  # type: ignore[attr-defined]
+        {"starts": _first_in_runs("sk-", _OPENAI_RUN, 1)},
+    ),
+}
+
+
 def _library_detectors() -> list[_Detector]:
     out: list[_Detector] = []
     for spec in _LIBRARY:
         reviewed = fingerprint(spec.plugin) == spec.reviewed
         for pattern in spec.plugin.denylist:  # type: ignore[attr-defined]
             group = 1 if spec.in_group and pattern.groups else 0
-            out.append(
-                _Detector(
-                    kind=spec.kind,
-                    pattern=pattern,
-                    gate=spec.gate if reviewed else _unreviewed_gate(pattern),
-                    groups=(group,),
-                    tail=spec.tail if group == 0 else None,
-                    clip=_TOKEN_TAIL if spec.plugin is NpmDetector else None,
-                    accept=_jwt_valid if spec.plugin is JwtTokenDetector else None,
-                    keep_prefix="AccountKey=" if spec.plugin is AzureStorageKeyDetector else "",
-                    priority=1 if spec.plugin is BasicAuthDetector else 0,
-                )
+            detector = _Detector(
+                kind=spec.kind,
+                pattern=pattern,
+                gate=spec.gate if reviewed else _unreviewed_gate(pattern),
+                groups=(group,),
+                tail=spec.tail if group == 0 else None,
+                clip=_TOKEN_TAIL if spec.plugin is NpmDetector else None,
+                accept=_jwt_valid if spec.plugin is JwtTokenDetector else None,
+                keep_prefix="AccountKey=" if spec.plugin is AzureStorageKeyDetector else "",
+                priority=1 if spec.plugin is BasicAuthDetector else 0,
             )
+            linear = _LINEAR_LIBRARY.get(pattern.pattern, ()) if reviewed else ()
+            out.extend(dataclasses.replace(detector, **change) for change in linear)
+            if not linear:
+                out.append(detector)
     return out
 
 
@@ -394,8 +619,10 @@ _MASK_CHARS = frozenset("*xX.•#?_-")
 _SHELL_REF = re.compile(r"\$\{?\w+\}?|\$\(.*|%\(\w+\)s|%s|\{\{.*\}\}|\$\{\{.*")
 # A variable named like a secret (`password=password`, `== confirm_password`): no digit, as
 # `Password123` is a password.
+# (A look-ahead for the word, then the letters whole: `[A-Za-z_]*(?:pass|...)[A-Za-z_]*`
+# tried each `pass` of `passpass...pass1` against the rest of the value.)
 _SECRET_NAMED_VARIABLE = re.compile(
-    r"[A-Za-z_]*(?:pass|pwd|secret|token|key|credential)[A-Za-z_]*", re.IGNORECASE
+    r"(?=[A-Za-z_]*?(?:pass|pwd|secret|token|key|credential))[A-Za-z_]*+", re.IGNORECASE
 )
 _YAML_TAG = re.compile(r"![A-Za-z]+")
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*")
@@ -408,6 +635,8 @@ def _balanced_len(value: str) -> int:
     not open (`f(password=x)` holds `x`, `f(password=x).run()` too, `Hunter2RT(prod)` is one
     value). A closer it starts with, or one a letter or digit follows (`]close9`, `0)Aa000`),
     is its own: an enclosing call does not end before its argument or inside a word."""
+    if _BRACKET(value) is None:
+        return len(value)
     stack: list[str] = []
     for i, c in enumerate(value):
         if c in _OPENERS:
@@ -419,6 +648,8 @@ def _balanced_len(value: str) -> int:
     return len(value)
 
 
+_BRACKETS = re.compile(r"[()\[\]{}]")
+_BRACKET = _BRACKETS.search
 _HAS_DIGIT = re.compile(r"\d").search
 _CODE_SYNTAX = re.compile(r"[(\[{.:]").search  # what an expression needs beyond a name
 
@@ -534,7 +765,14 @@ _PASSWORD_WORDS = (
 _MORE_KEYWORDS = ("access_?key", *_PASSWORD_WORDS)
 _KW = "|".join(k.replace("_?", "[_.-]?") for k in (*keyword.DENYLIST, *_MORE_KEYWORDS))
 _WEAK_WORDS = "pw|pass|psk|clave|parola"
-_KEY = rf"(?:[\w.-]*?(?:{_KW})[\w.-]*|[\w.-]*token|(?:[\w.-]*[_.-])?(?:{_WEAK_WORDS}))(?![\w.-])"
+# A key is a whole name (`[\w.-]` on both sides ends it) that holds a keyword, ends in `token`
+# or ends in a weak word: looked ahead for, then the name taken whole (possessive). As
+# `[\w.-]*?(?:kw)[\w.-]*(?![\w.-])` each keyword of a long name was tried against the rest
+# of the name once a match failed after it: `pw` * 32000 read the name 32000 times.
+_KEY = (
+    rf"(?=[\w.-]*?(?:{_KW})|[\w.-]*token(?![\w.-])|(?:[\w.-]*[_.-])?(?:{_WEAK_WORDS})(?![\w.-]))"
+    r"[\w.-]++"
+)
 # fullmatch: a bare `pass`, not `db_pass`; `clave` and `parola`, words for other things too,
 # also as the last part of a name, with a value that looks strongly like a password.
 _WEAK_KEY = re.compile(r"pass|(?P<strong>(?:[\w.-]*[_.-])?(?:clave|parola))", re.IGNORECASE)
@@ -547,6 +785,7 @@ _DESCRIBES_A_SECRET = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=1024)
 def _holds_a_secret(key: str) -> bool:
     return _DESCRIBES_A_SECRET.search(key.rstrip("\\\"'])")) is None
 
@@ -580,25 +819,38 @@ _IDENTIFIED_BY_GATE = "identified" + _bounded(r"[ \t]", "by", least=1)
 _ANNOTATION = r"str|bytes|secretstr|secretbytes|any|optional\[\w+\]|\w+[ \t]*\|[ \t]*none"
 # A quoted value: first read with backslash escapes (`"ab\"cd"` is one value), else up to the
 # first closing quote (`'C:\temp\'`, an escaped quote as delimiter: `\"x\"`).
+# (A scan from each quote stops at the next unescaped one of its kind, which the next
+# assignment's opening quote is: scans overlap only across the three kinds. Escaped quotes
+# as delimiters take at most 16 backslashes, three JSON levels and more: the text is also
+# read decoded, and each place of the scan compares that many.)
 _QUOTED = r"""(?:(?P<qa>["'`])(?P<qva>(?:\\.|[^\n\\])*?)(?P=qa)
-               |(?P<q>\\*["'`])(?P<qv>[^\n]*?)(?P=q))"""
+               |(?P<q>\\{0,16}["'`])(?P<qv>[^\n]*?)(?P=q))"""
+# An unquoted value runs up to a space, a quote or a separator; `&` ends it before a `name=`.
+# Values hold keys (`password=password=...`, `PW=$(PW=$(...`), and each key's value runs to
+# the same end: read and judged again from each key, that was a scan per key. The regex stops
+# where the value starts; its run is read once (`_run_end`: it ends at the same place from
+# each key inside it), at most `_VALUE_SCAN` characters of it are judged, and a longer value
+# runs to the end of its run and is judged on its head alone (`_value_end`, `_long_value`).
+_VALUE_SCAN = 256
+_VALUE_CHARS = r"""[^\s"'`,;&<>，。；、]*+"""
+_VALUE_RUN = re.compile(rf"{_VALUE_CHARS}(?:&(?![\w.-]+=){_VALUE_CHARS})*")
 _ASSIGNMENT = re.compile(
     rf"""
     (?<![\w.-])(?P<key>{_KEY})
     (?:\\*["'\]]){{0,2}}                      # closing quote of "password" or config['pwd']
     (?:[ \t]*:[ \t]*(?:{_ANNOTATION})(?=[ \t]*=[^=]))?
     (?P<op>[ \t]*(?::=|=>|===?|!==?|=|:)[ \t]*)
-    (?:{_QUOTED}
-      |(?P<v>(?:[^\s"'`,;&<>，。；、]|&(?![\w.-]+=))*))  # `&` ends it before a `name=`
+    (?:{_QUOTED}|(?P<v>))                    # an unquoted value starts here (`_value_end`)
     """,
     re.IGNORECASE | re.VERBOSE,
 )
-_LINE_START = re.compile(r"[ \t]*(?:export[ \t]+)?")
 # A shell variable's value: up to whitespace, a quote or an operator; `&` only ends it before
 # `&&` or a space (`PGPASSWORD=Tr0ub4dor&3 psql` is how people write it).
-_ENV_VALUE = re.compile(r"""(?:[^\s"'`;&|<>]|&(?![&\s]|$))+""")
+_ENV_VALUE_RUN = re.compile(r"""(?:[^\s"'`;&|<>]|&(?![&\s]|$))*""")
+_EXPORT = re.compile(r"export[ \t]+")
 
 
+@functools.lru_cache(maxsize=1024)
 def _kind_for_key(key: str) -> str:
     low = key.lower()
     if any(w in low for w in _PASSWORD_STEMS) or low.endswith(("pw", "psk")):
@@ -638,21 +890,58 @@ def _assignment_span(m: re.Match[str]) -> tuple[int, int] | None:
     )
     if not env:
         start = m.start("v")
-        end = start + _balanced_len(m.group("v"))
+        end, long = _value_end(text, start, _VALUE_RUN)
     else:
-        start = end = key_end + 1
-        line_end = text.find("\n", start)
-        line_end = len(text) if line_end < 0 else line_end
-        rest = text[start:line_end].rstrip("\r")
-        line_start = text.rfind("\n", 0, m.start()) + 1
-        own_line = _LINE_START.fullmatch(text, line_start, m.start()) is not None
-        if own_line and rest and not any(c.isspace() for c in rest):
-            end = start + len(rest)
-        elif shell := _ENV_VALUE.match(text, start):
-            end = start + _balanced_len(shell.group())
+        start = key_end + 1
+        end, long = _value_end(text, start, _ENV_VALUE_RUN)
+        if _env_line_start(text, m.start()):  # one key a line: its rest is read once
+            rest_end = _run_end(_LINE_REST, text, start)
+            while rest_end > start and text[rest_end - 1] == "\r":
+                rest_end -= 1
+            if rest_end > start and _NO_SPACE.fullmatch(text, start, rest_end):
+                end, long = rest_end, False
+    if long:
+        return (start, end) if _long_value(text, start, key) else None
     if not _is_value(text[start:end], key, quoted=False, literal=env):
         return None
     return start, end
+
+
+_LINE_REST = re.compile(r"[^\n]*")
+_NO_SPACE = re.compile(r"\S*")
+
+
+def _env_line_start(text: str, pos: int) -> bool:
+    """Whether `pos` starts its line, after blanks and an `export` (`.env` files)."""
+    first = _run_end(_BLANK_RUN, text, _line_start(text, pos))
+    if first < pos and (export := _EXPORT.match(text, first, pos)):
+        first = export.end()
+    return first == pos
+
+
+def _value_end(text: str, start: int, run: re.Pattern[str]) -> tuple[int, bool]:
+    """Where the unquoted value at `start` (a run of `run`) ends, and whether it is long
+    (`_VALUE_SCAN` characters or more, before any closing bracket of its own ends it)."""
+    run_end = _run_end(run, text, start)
+    head_end = min(run_end, start + _VALUE_SCAN + 1)
+    if _BRACKETS.search(text, start, head_end) is None:
+        cut = head_end - start  # (what `_balanced_len` of it gives, without a copy)
+    else:
+        cut = _balanced_len(text[start:head_end])
+    if cut < _VALUE_SCAN or run_end - start <= _VALUE_SCAN:
+        return start + cut, False  # what `_balanced_len` of the whole value gives
+    return run_end, True
+
+
+def _long_value(text: str, start: int, key: str) -> bool:
+    """Whether a long value (`_value_end`) is a secret, judged on what its head proves: a
+    command substitution or CI expression (`$(...`, `${{ ...`) or a working directory is
+    none; anything else is. Judging the whole value, as a short one is, would read it again
+    at each key inside it; a run of hundreds of characters without a space is no word or
+    expression a reader needs, and cutting it whole loses nothing."""
+    if text.startswith(("$(", "${{"), start) or key in ("PWD", "OLDPWD"):
+        return False
+    return not (key.lower() == "pwd" and text[start] in "/~")
 
 
 def _assignment_kind(m: re.Match[str]) -> str:
@@ -685,26 +974,39 @@ def _is_ident(c: str) -> bool:
 
 
 def _keyword_starts(text: str, lowered: str) -> Iterator[int]:
-    """The start of each name holding a keyword: where an assignment can begin."""
+    """The start of each name holding a keyword: where an assignment can begin. A walk back
+    to the start of the name stops at the word's previous hit, whose start it shares (`key`
+    * 21000 is one name, walked once)."""
     for word in _START_WORDS_ASCII if lowered.isascii() else _START_WORDS:
-        hit = lowered.find(word)
-        while hit >= 0:
-            start = hit
-            while start and _is_ident(text[start - 1]):
-                start -= 1
-            yield start
-            hit = lowered.find(word, hit + 1)
+        yield from _word_starts(text, lowered, word, _is_ident)
 
 
-def _at(*words: str) -> _Starts:
-    """Starts where a match begins with one of these lowercase words."""
+def _word_starts(
+    text: str, lowered: str, word: str, inside: Callable[[str], bool]
+) -> Iterator[int]:
+    """For each hit of `word`, where the run of `inside` characters holding it starts."""
+    last_hit = last_start = -1
+    hit = lowered.find(word)
+    while hit >= 0:
+        start = hit
+        while start and inside(text[start - 1]):
+            start -= 1
+            if start == last_hit:
+                start = last_start
+                break
+        yield start
+        last_hit, last_start = hit, start
+        hit = lowered.find(word, hit + 1)
+
+
+def _at(*words: str, before: str = "") -> _Starts:
+    """Starts where a match begins with one of these lowercase words, where `before` (the
+    look-behind the match starts with: `\\b`, `(?<![\\w-])`) holds. Found by one regex: a
+    start each costs a call, and `--` * n or `pw` * n held n starts that failed at once."""
+    found = re.compile(before + "(?=" + "|".join(map(re.escape, words)) + ")")
 
     def starts(text: str, lowered: str) -> Iterator[int]:
-        for word in words:
-            hit = lowered.find(word)
-            while hit >= 0:
-                yield hit
-                hit = lowered.find(word, hit + 1)
+        return (m.start() for m in found.finditer(lowered))
 
     return starts
 
@@ -734,15 +1036,22 @@ def _shell_span(m: re.Match[str]) -> tuple[int, int] | None:
 def _command(pattern: str, gate: tuple[str, ...], starts: tuple[str, ...]) -> _Detector:
     # Credentials on the command lines agents run most; detect-secrets has no plugin for
     # them. The command word gates and anchors the search; the flag must be in the same
-    # command (no `|`, `;`, `&` or newline before it).
+    # command (no `|`, `;`, `&` or newline before it): a `_Scan` from the command word.
+    head, same_command, flag = pattern.partition(_SAME_COMMAND)
     return _Detector(
         "password",
         re.compile(pattern),  # flags are case-sensitive: `mysql -P 3306` is a port
         gate,
         priority=3,
         refine=_shell_span,
-        starts=_at(*starts),
+        starts=_at(*starts, before=r"\b"),
+        scan=_Scan(re.compile(head), _COMMAND_RUN, re.compile(r"[ \t]" + flag))
+        if same_command
+        else None,
     )
+
+
+_COMMAND_RUN = re.compile(r"[^\n|;&]*")
 
 
 _LOGIN_TOOLS = "docker|podman|nerdctl|buildah|skopeo|oras|registry|acr|az"
@@ -782,8 +1091,9 @@ _COMMANDS: tuple[_Detector, ...] = (
     ),
     # `htpasswd -b FILE USER PASS`, `rabbitmqctl add_user USER PASS`, `gh secret set X --body V`
     _command(
-        rf"\bhtpasswd\b{_SAME_COMMAND}-[a-zA-Z]*b[a-zA-Z]*(?:[ \t]+-[a-zA-Z]+)*[ \t]+\S+[ \t]+\S+"
-        rf"[ \t]+{_SHELL_WORD_GLUED}",
+        # the flag's letters whole (`-[a-zA-Z]*b[a-zA-Z]*` tried each split of `-bbbb...`)
+        rf"\bhtpasswd\b{_SAME_COMMAND}-(?=[a-zA-Z]*b)[a-zA-Z]*+(?:[ \t]+-[a-zA-Z]+)*"
+        rf"[ \t]+\S+[ \t]+\S+[ \t]+{_SHELL_WORD_GLUED}",
         ("htpasswd",),
         ("htpasswd",),
     ),
@@ -922,16 +1232,28 @@ def _prose_password(value: str, strong: bool) -> bool:
     return (digit and alpha) or symbol or inner_capital
 
 
-def _prose_span(m: re.Match[str], strong: bool = False) -> tuple[int, int] | None:
+def _prose_span(
+    m: re.Match[str], strong: bool = False, end: int | None = None
+) -> tuple[int, int] | None:
+    """`end`: where the value ends, if not where its group does (`_intl_prose_span`)."""
     if m.group("qv") is not None:
         return m.span("qv") if _is_value(m.group("qv"), "password", quoted=True) else None
-    start, end = m.span("v")
+    start = m.start("v")
     text = m.string
+    if end is None:
+        end = m.end("v")
+    elif end - start > _VALUE_SCAN:  # long: judged on its head, cut whole
+        return None if text.startswith(_NO_PASSWORD_HEADS, start) else (start, end)
     while end > start and text[end - 1] in _PROSE_TRAILING:
         end -= 1
     while start < end and text[start] in "([<":
         start += 1
     return (start, end) if _prose_password(text[start:end], strong) else None
+
+
+# What the head of a long value (`_prose_span`) proves it no password: a path, an address, a
+# command substitution or CI expression.
+_NO_PASSWORD_HEADS = ("/", "~", ".", "http:", "https:", "$(", "${{")
 
 
 def _prose_bare_span(m: re.Match[str]) -> tuple[int, int] | None:
@@ -981,19 +1303,28 @@ _INTL_ADVERB = (
     r"|ainda|sendo|nu|nog|fortfarande|fortsatt|stadig|teraz|nadal|wciąż|теперь|сейчас|всё"
     r"|ещё|тепер|зараз|досі"
 )
-# Quoted values: ASCII quotes, « », “ ”, „ “ (or ”), 「 」, 『 』.
+# Quoted values: ASCII quotes, « », “ ”, „ “ (or ”), 「 」, 『 』. A value in quotes that
+# open and close apart holds no opening quote of its kind: a scan from each opening quote
+# then stops at the next one (which the next "Passwort: «" opens), not at the one closing
+# quote after them all (read again from each). Blanks inside « » are trimmed greedily
+# (a lazy value tried the blanks after it at each of its characters).
 _INTL_QUOTED = rf"""(?P<q>["'`])(?P<qv>[^\n]*?)(?P=q)
-    |«{_SP}*(?P<gv>[^»\n]*?){_SP}*»|“(?P<cv>[^”\n]*)”|„(?P<dv>[^“”\n]*)[“”]
-    |「(?P<jv>[^」\n]*)」|『(?P<kv>[^』\n]*)』"""
+    |«{_SP}*(?P<gv>(?:[^«»\n]*[^«»\n \t\u00a0])?){_SP}*»|“(?P<cv>[^“”\n]*)”
+    |„(?P<dv>[^„“”\n]*)[“”]|「(?P<jv>[^「」\n]*)」|『(?P<kv>[^『』\n]*)』"""
 _INTL_QUOTE_GROUPS = ("qv", "gv", "cv", "dv", "jv", "kv")
 # An unquoted value ends at a space, a quote, CJK punctuation or a CJK character
 # ("密码是Hunter2RT，请勿外传", "パスワードはHunter2RTです"), and at a JSON escape (`\n`, `\"`,
 # `\u00fc`; an escaped backslash is part of it): such text is read decoded too (`_views`), and
 # "Passwort f\u00fcr" is no password.
-_INTL_VALUE = (
-    r"(?P<v>(?:[^\s\\\"'`«»“”„「」『』\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
-    r"\uff00-\uffef]|\\\\|\\(?![nrtu\"/\\]))+)"
+_INTL_VALUE_STEP = (
+    r"(?:[^\s\\\"'`«»“”„「」『』\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+    r"\uff00-\uffef]|\\\\|\\(?![nrtu\"/\\]))"
 )
+# The regex stops where the value starts (`Passwort:Passwort:...` holds a key in each value,
+# each running to the same end): its run is read once (`_run_end`), and a value longer than
+# `_VALUE_SCAN` characters is judged on its head (`_prose_span`).
+_INTL_VALUE = rf"(?P<v>(?={_INTL_VALUE_STEP}))"
+_INTL_VALUE_RUN = re.compile(_INTL_VALUE_STEP + "*")
 _PROSE_INTL = re.compile(
     rf"""
     (?<![\w.])(?P<key>{_INTL_WORDS})(?![\w-])
@@ -1033,9 +1364,10 @@ def _intl_prose_span(m: re.Match[str]) -> tuple[int, int] | None:
             if (bare or weak) and not _prose_password(value, strong=True):
                 return None
             return m.span(group)
-    if m.string.startswith("\\u", m.end("v")):
+    end = _run_end(_INTL_VALUE_RUN, m.string, m.start("v"))
+    if m.string.startswith("\\u", end):
         return None  # a word with an escaped letter: its decoded form is judged
-    return _prose_span(m, strong=bare or weak)
+    return _prose_span(m, strong=bare or weak, end=end)
 
 
 # Each word, followed by what every match shows after it (a space, or a colon).
@@ -1052,10 +1384,12 @@ _INTL_STEMS = ("passwort", "kennwort", "wachtwoord", "lösenord", "passord", "ad
 
 def _intl_starts(text: str, lowered: str) -> Iterator[int]:
     """The start of the word holding each stem (a compound's first letter)."""
-    for start in _at(*_INTL_STEMS)(text, lowered):
-        while start and (text[start - 1].isalpha() or text[start - 1] == "-"):
-            start -= 1
-        yield start
+    for stem in _INTL_STEMS:
+        yield from _word_starts(text, lowered, stem, _in_compound)
+
+
+def _in_compound(c: str) -> bool:
+    return c.isalpha() or c == "-"
 
 
 # --- AWS secret access keys without a quote ---------------------------------------------------
@@ -1109,10 +1443,11 @@ def _basic_credentials(m: re.Match[str]) -> bool:
     return bool(sep and user and password and decoded.isprintable())
 
 
+_ENV_LINE = re.compile(r"^[ \t]*env", re.MULTILINE)
+
+
 def _dockerfile_env_span(m: re.Match[str]) -> tuple[int, int] | None:
-    text = m.string
-    line_start = text.rfind("\n", 0, m.start()) + 1
-    if text[line_start : m.start()].strip() or not _holds_a_secret(m.group("key")):
+    if not _first_on_line(m.string, m.start()) or not _holds_a_secret(m.group("key")):
         return None
     start, end = m.span("v")
     return (
@@ -1240,7 +1575,7 @@ def _pgpass_span(m: re.Match[str]) -> tuple[int, int] | None:
     context = _mentions_pgpass(text)
     # With `pgpass` said, a line of its own (or quoted) runs to its end, spaces included; one
     # inside a sentence ends at a space.
-    own_line = quote or text[text.rfind("\n", 0, m.start()) + 1 : m.start()].strip(" \t") == ""
+    own_line = quote or _first_on_line(text, m.start())
     if quote and _escapes_next(text, m.start() - 1):
         quote = ""  # `\"db:...:pw\"` in JSON text as written ends at the backslash
     start = m.end()
@@ -1276,9 +1611,21 @@ def _quote_before(text: str, pos: int) -> str:
 # Domain=...`) stay. Code is not a value here either (`session=${SID}`, `$COOKIE`).
 _COOKIE_NAME = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"  # RFC 6265's token
 # In a Set-Cookie header, a value ends at a comma too: some clients join headers with `, `.
-_COOKIE_PAIR = re.compile(rf'(?P<name>{_COOKIE_NAME})=(?P<value>"[^"]*"|[^;\s"]*)')
-_SET_COOKIE_PAIR = re.compile(rf'(?P<name>{_COOKIE_NAME})=(?P<value>"[^"]*"|[^;,\s"]*)')
-_SET_COOKIE_ATTRIBUTE = re.compile(rf"(?:[^;,]|,(?![ \t]*{_COOKIE_NAME}=))*")
+# An unquoted value is read `_VALUE_SCAN` characters at most (`cookie:a=cookie:a=...` holds a
+# header in each value), then to the end of its run, and a long one is judged on its head.
+_COOKIE_PAIR = re.compile(
+    rf'(?P<name>{_COOKIE_NAME})=(?P<value>"[^"]*"|[^;\s"]{{0,{_VALUE_SCAN}}})'
+)
+_SET_COOKIE_PAIR = re.compile(
+    rf'(?P<name>{_COOKIE_NAME})=(?P<value>"[^"]*"|[^;,\s"]{{0,{_VALUE_SCAN}}})'
+)
+_COOKIE_VALUE_RUN = re.compile(r'[^;\s"]*')
+_SET_COOKIE_VALUE_RUN = re.compile(r'[^;,\s"]*')
+# Attributes end before another `Set-Cookie:` too, which then reads its own cookies: else each
+# header read all the headers after it as its attributes.
+_SET_COOKIE_ATTRIBUTE = re.compile(
+    rf"(?:(?!(?i:set-cookie\\*[\"']?[ \t]*:))[^;,]|,(?![ \t]*{_COOKIE_NAME}=))*"
+)
 _COOKIE_ATTRIBUTES = frozenset(
     {"path", "domain", "expires", "max-age", "secure", "httponly", "samesite", "priority",
      "partitioned", "version", "comment"}
@@ -1291,33 +1638,43 @@ _COOKIE_STRING_ENDS = {q: re.compile(rf"[^\n\r\\{q}]*") for q in ("", '"', "'", 
 def _cookie_value_spans(
     text: str, start: int, quote: str, set_cookie: bool
 ) -> list[tuple[int, int]]:
-    """The value of each cookie in the cookie string at `start`."""
-    end = _COOKIE_STRING_ENDS[quote].match(text, start).end()  # type: ignore[union-attr]
-    s = text[start:end]
-    pair = _SET_COOKIE_PAIR if set_cookie else _COOKIE_PAIR
+    """The value of each cookie in the cookie string at `start` (read in place: a copy of
+    the string for each header in it was a scan per header)."""
+    end = _run_end(_COOKIE_STRING_ENDS[quote], text, start)
+    pair, run = (
+        (_SET_COOKIE_PAIR, _SET_COOKIE_VALUE_RUN)
+        if set_cookie
+        else (_COOKIE_PAIR, _COOKIE_VALUE_RUN)
+    )
     out: list[tuple[int, int]] = []
-    pos, names_a_cookie = 0, True
+    pos, names_a_cookie = start, True
     while True:
-        while pos < len(s) and s[pos] in " \t":
-            pos += 1
+        pos = _BLANK_RUN.match(text, pos, end).end()  # type: ignore[union-attr]
         if names_a_cookie or not set_cookie:
-            m = pair.match(s, pos)
+            m = pair.match(text, pos, end)
             if m is None:
                 break
             vs, ve = m.span("value")
-            if ve - vs >= 2 and s[vs] == s[ve - 1] == '"':
+            long = False
+            if ve - vs == _VALUE_SCAN and text[vs] != '"':
+                ve = min(end, _run_end(run, text, vs))
+                long = ve > m.end()
+            elif ve - vs >= 2 and text[vs] == text[ve - 1] == '"':
                 vs, ve = vs + 1, ve - 1
             cookie = set_cookie or m.group("name").lower() not in _COOKIE_ATTRIBUTES
-            if cookie and _is_value(s[vs:ve], "cookie", quoted=False, literal=True):
-                out.append((start + vs, start + ve))
-            pos, names_a_cookie = m.end(), False
+            if cookie and (
+                not text.startswith(("$(", "${{"), vs)
+                if long
+                else _is_value(text[vs:ve], "cookie", quoted=False, literal=True)
+            ):
+                out.append((vs, ve))
+            pos, names_a_cookie = max(ve, m.end()), False
         else:
-            pos = _SET_COOKIE_ATTRIBUTE.match(s, pos).end()  # type: ignore[union-attr]
-        while pos < len(s) and s[pos] in " \t":
+            pos = _SET_COOKIE_ATTRIBUTE.match(text, pos, end).end()  # type: ignore[union-attr]
+        pos = _BLANK_RUN.match(text, pos, end).end()  # type: ignore[union-attr]
+        if text.startswith(";", pos, end):
             pos += 1
-        if s.startswith(";", pos):
-            pos += 1
-        elif set_cookie and s.startswith(",", pos):
+        elif set_cookie and text.startswith(",", pos, end):
             pos, names_a_cookie = pos + 1, True
         else:
             break
@@ -1338,9 +1695,10 @@ def _cookie_header_spans(m: re.Match[str]) -> list[tuple[int, int]]:
 
 
 # A HAR file's header: `{"name": "Cookie", "value": "a=b; c=d"}`.
+# (A run of backslashes is taken whole from its first: a search tried it from each of them.)
 _COOKIE_HAR = re.compile(
-    r"""\\*"name\\*"[ \t]*:[ \t]*\\*"(?P<set>set-)?cookie\\*"[ \t]*,[ \t]*\\*"value\\*"[ \t]*:"""
-    r"""[ \t]*\\*(?P<q>")""",
+    r"""(?<!\\)\\*"name\\*"[ \t]*:[ \t]*\\*"(?P<set>set-)?cookie\\*"[ \t]*,"""
+    r"""[ \t]*\\*"value\\*"[ \t]*:[ \t]*\\*(?P<q>")""",
     re.IGNORECASE,
 )
 
@@ -1351,10 +1709,20 @@ def _cookie_har_spans(m: re.Match[str]) -> list[tuple[int, int]]:
 
 # curl's `-b`/`--cookie 'a=b; c=d'` (a word without `=` names a cookie file); the flag may
 # come lines after `curl` in a command continued with `\` (devtools' "copy as cURL").
-_CURL_COOKIE = re.compile(
-    r"""\bcurl\b(?:'[^'\n]*'|"(?:\\.|[^"\\\n])*"|\\\r?\n|[^\n|;&'"])*?[ \t]"""
-    r"""(?:-b[ \t]+|--cookie(?:[ \t]+|=))"""
+_CURL_COOKIE_FLAG = (
+    r"""[ \t](?:-b[ \t]+|--cookie(?:[ \t]+|=))"""
     r"""(?:'(?P<sq>[^'\n]*)'|"(?P<dq>[^"\\\n]*)"|(?P<v>[^\s"'`|&;<>]+))"""
+)
+_CURL_COOKIE = re.compile(
+    r"""\bcurl\b(?:'[^'\n]*'|"(?:\\.|[^"\\\n])*"|\\\r?\n|[^\n|;&'"])*?""" + _CURL_COOKIE_FLAG
+)
+# Found as the first such flag after `curl` on its line (continued with `\`): as one regex,
+# the middle (quoted words skipped whole, up to a `|`, `;` or `&`) depends on where it
+# starts, and each `curl` read its line again. The flag is now also found after a `|`, `;`
+# or `&` or inside a quoted word on that line (`curl ... | tool -b a=b`): more is cut, never
+# less.
+_CURL_COOKIE_SCAN = _Scan(
+    re.compile(r"\bcurl\b"), re.compile(r"(?:\\\r?\n|[^\n])*"), re.compile(_CURL_COOKIE_FLAG)
 )
 
 
@@ -1390,6 +1758,14 @@ def _netscape_cookie_span(m: re.Match[str]) -> tuple[int, int] | None:
 
 _PRIVATE_KEY_GATE = ("private key", "putty-user-key-file")
 
+# `<add key="DbPassword" value="x"/>`, `<input name="pw" value="x">`: the key, then (a
+# `_Scan`) the first `value=` after it in the same tag.
+_KEY_VALUE_HEAD = r"""(?<![\w-])(?:key|name)[ \t]*=[ \t]*(?P<q>["'])(?P<key>[^"'<>\n]*)(?P=q)"""
+_KEY_VALUE_FLAG = r"""(?<![\w-])value[ \t]*=[ \t]*(?P<q2>["'])(?P<v>[^"'\n]*)(?P=q2)"""
+_CURL_USER_FLAG = r"""[ \t](?:-u[ \t]*|--user[ \t=])
+    (?:'[^\s:']*:(?P<sq>[^'\n]*)'|"[^\s:"]*:(?P<dq>(?:\\.|[^"\\\n])*)"
+      |[^\s:"']+:(?P<v>[^\s"']+))"""
+
 _ADDED: tuple[_Detector, ...] = (
     # A whole PEM block, not only its header line (all the library flags); a block with no END
     # (cut by a length cap) is cut to the end of the text.
@@ -1400,11 +1776,13 @@ _ADDED: tuple[_Detector, ...] = (
             r"(?:-{4,5} ?END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)? ?-{4,5}|\Z)"
         ),
         _PRIVATE_KEY_GATE,
+        skip_atoms=True,
     ),
     _Detector(
         "private_key",
         re.compile(r"PuTTY-User-Key-File-\d+:[\s\S]*?(?:Private-MAC:[ \t]*[0-9a-fA-F]+|\Z)"),
         _PRIVATE_KEY_GATE,
+        skip_atoms=True,
     ),
     # Token families detect-secrets 1.5 lacks: fine-grained GitHub PATs, bare npm tokens,
     # project, service-account and Anthropic `sk-` keys (no legacy T3BlbkFJ marker), Stripe
@@ -1428,6 +1806,7 @@ _ADDED: tuple[_Detector, ...] = (
         ("sk-",),
         priority=1,
         accept=_mixed_token,
+        skip_rejected=True,
     ),
     _Detector("stripe_key", re.compile(r"[rs]k_test_[0-9a-zA-Z]{24,}"), ("k_test_",)),
     _Detector("gcp_api_key", re.compile(r"AIza[0-9A-Za-z_-]{35}"), ("aiza",), tail=_TOKEN_TAIL),
@@ -1436,6 +1815,7 @@ _ADDED: tuple[_Detector, ...] = (
         re.compile(r"hf_(?<![A-Za-z0-9]hf_)[A-Za-z0-9]{34,}"),
         ("hf_",),
         accept=_mixed_token,
+        skip_rejected=True,
     ),
     _Detector(
         "digitalocean_token",
@@ -1510,7 +1890,7 @@ _ADDED: tuple[_Detector, ...] = (
         priority=2,
         groups=("v", "raw"),
         kind_of=_auth_kind,
-        starts=_at("authorization", "authorisation"),
+        starts=_at("authorization", "authorisation", before=r"\b"),
     ),
     # `Bearer <token>` outside a header; it needs a digit so prose ("bearer authentication")
     # stays.
@@ -1522,7 +1902,7 @@ _ADDED: tuple[_Detector, ...] = (
         ("bearer",),
         priority=2,
         groups=("v",),
-        starts=_at("bearer"),
+        starts=_at("bearer", before=r"\b"),
     ),
     _Detector(
         "secret",
@@ -1541,10 +1921,15 @@ _ADDED: tuple[_Detector, ...] = (
         priority=3,
         refine=_cli_flag_span,
         kind_of=_assignment_kind,
-        starts=_at("--"),
+        starts=_at("--", before=r"(?<![\w-])"),
     ),
     _Detector(
-        "password", _PROSE, _PROSE_GATE, priority=4, refine=_prose_span, starts=_at("pass", "pw")
+        "password",
+        _PROSE,
+        _PROSE_GATE,
+        priority=4,
+        refine=_prose_span,
+        starts=_at("pass", "pw", before=r"(?<![\w.-])"),
     ),
     _Detector(
         "password",
@@ -1552,7 +1937,7 @@ _ADDED: tuple[_Detector, ...] = (
         (*_PROSE_GATE, _IDENTIFIED_BY_GATE),
         priority=4,
         refine=_prose_bare_span,
-        starts=_at("pass", "pw", "identified"),
+        starts=_at("pass", "pw", "identified", before=r"(?<![\w.-])"),
     ),
     _Detector(
         "password",
@@ -1584,7 +1969,7 @@ _ADDED: tuple[_Detector, ...] = (
         (r"password[ \t]",),
         priority=3,
         refine=_shell_span,
-        starts=_at("login"),
+        starts=_at("login", before=r"\b"),
     ),
     # Docker's config.json: `"auth": "<base64 of user:password>"` (no library plugin).
     _Detector(
@@ -1594,26 +1979,30 @@ _ADDED: tuple[_Detector, ...] = (
         priority=2,
         groups=("v",),
         accept=_basic_credentials,
-        starts=_at("auth"),
+        starts=_at("auth", before=r"(?<=[\"'])"),
     ),
-    # Dockerfile's `ENV KEY value` (no `=`): the value runs to the end of the line.
+    # Dockerfile's `ENV KEY value` (no `=`): the value runs to the end of the line, less its
+    # trailing blanks (greedy, then back to the last other character: a lazy value tried the
+    # blanks after each of its characters). Only an `ENV` that starts its line is tried.
     _Detector(
         "secret",
         re.compile(
-            rf"(?<![\w.-])ENV[ \t]+(?P<key>{_KEY})[ \t]+(?P<v>[^\s=][^\n]*?)[ \t]*$",
+            rf"(?<![\w.-])ENV[ \t]+(?P<key>{_KEY})[ \t]+(?P<v>[^\s=](?:[^\n]*[^ \t\n])?)[ \t]*$",
             re.MULTILINE | re.IGNORECASE,
         ),
         ("env" + _bounded(r"[ \t]", _bounded(r"[\w.-]", f"(?:{_KEYWORDS_RE})"), least=1),),
         priority=3,
         refine=_dockerfile_env_span,
         kind_of=_assignment_kind,
-        starts=_at("env"),
+        starts=lambda text, lowered: (m.end() - 3 for m in _ENV_LINE.finditer(lowered)),
     ),
     # XML: `<password>x</password>`, `<add key="DbPassword" value="x"/>`,
     # `<input name="pw" value="x">`.
     _Detector(
         "secret",
-        re.compile(rf"<(?P<key>{_KEY})(?:[ \t][^>]*)?>(?P<v>[^<\n]+)</(?P=key)>", re.IGNORECASE),
+        # (attributes end at the next `<` too: a scan from each `<` stops where the next
+        # one begins, not at the one `>` after them all)
+        re.compile(rf"<(?P<key>{_KEY})(?:[ \t][^<>]*)?>(?P<v>[^<\n]+)</(?P=key)>", re.IGNORECASE),
         ("<" + _bounded(r"[\w.-]", f"(?:{_KEYWORDS_RE})"),),
         priority=3,
         refine=_xml_span,
@@ -1623,30 +2012,34 @@ _ADDED: tuple[_Detector, ...] = (
     _Detector(
         "secret",
         re.compile(
-            r"""(?<![\w-])(?:key|name)[ \t]*=[ \t]*(?P<q>["'])(?P<key>[^"'<>\n]*)(?P=q)[^<>\n]*?"""
-            r"""(?<![\w-])value[ \t]*=[ \t]*(?P<q2>["'])(?P<v>[^"'\n]*)(?P=q2)""",
+            _KEY_VALUE_HEAD + r"[^<>\n]*?" + _KEY_VALUE_FLAG,
             re.IGNORECASE,
         ),
         ("value" + _bounded(r"[ \t]", "="),),
         priority=3,
         refine=_xml_span,
         kind_of=_assignment_kind,
-        starts=_at("key", "name"),
+        starts=_at("key", "name", before=r"(?<![\w-])"),
         precheck=re.compile(r"""(?:key|name)[ \t]*=[ \t]*["']""", re.IGNORECASE),
+        scan=_Scan(
+            re.compile(_KEY_VALUE_HEAD, re.IGNORECASE),
+            re.compile(r"[^<>\n]*"),
+            re.compile(_KEY_VALUE_FLAG, re.IGNORECASE),
+        ),
     ),
     # `curl -u user:pass` (quoted or not).
     _Detector(
         "password",
-        re.compile(
-            r"""\bcurl\b[^\n|;]*?[ \t](?:-u[ \t]*|--user[ \t=])
-            (?:'[^\s:']*:(?P<sq>[^'\n]*)'|"[^\s:"]*:(?P<dq>(?:\\.|[^"\\\n])*)"
-              |[^\s:"']+:(?P<v>[^\s"']+))""",
-            re.VERBOSE,
-        ),
+        re.compile(r"\bcurl\b[^\n|;]*?" + _CURL_USER_FLAG, re.VERBOSE),
         ("curl",),
         priority=3,
         refine=_shell_span,
-        starts=_at("curl"),
+        starts=_at("curl", before=r"\b"),
+        scan=_Scan(
+            re.compile(r"\bcurl\b"),
+            re.compile(r"[^\n|;]*"),
+            re.compile(_CURL_USER_FLAG, re.VERBOSE),
+        ),
     ),
     *_COMMANDS,
     _Detector(
@@ -1658,7 +2051,7 @@ _ADDED: tuple[_Detector, ...] = (
         ("cookie" + _bounded(r"\\", r"""["']?""" + _bounded(r"[ \t]", ":")),),
         priority=2,
         refine_all=_cookie_header_spans,
-        starts=_at("cookie"),
+        starts=_at("cookie", before=r"(?:(?<=set-)|(?<![\w-]))"),
     ),
     _Detector(
         "cookie",
@@ -1680,7 +2073,8 @@ _ADDED: tuple[_Detector, ...] = (
         ),
         priority=2,
         refine_all=_curl_cookie_spans,
-        starts=_at("curl"),
+        starts=_at("curl", before=r"\b"),
+        scan=_CURL_COOKIE_SCAN,
     ),
     _Detector("cookie", _NETSCAPE_COOKIE, _NETSCAPE_GATE, priority=2, refine=_netscape_cookie_span),
     # E-mail addresses (personal data; no library plugin). The domain needs an alphabetic TLD,
@@ -1872,23 +2266,21 @@ class _View:
     ends: list[int]
     parent: str
     from_starts: list[int]
+    open_quotes: list[int]  # each unescaped `"` of the parent level, in order
 
     def raw_span(self, s: int, e: int) -> tuple[int, int] | None:
         """[s, e) in the text as written, cut before the first string boundary of the parent
         level it would cross: decoding `"ab\\\\"` (a value ending in a backslash) yields
-        `"ab\\"`, whose quote now reads as escaped and the value as running on."""
+        `"ab\\"`, whose quote now reads as escaped and the value as running on. (Both found by
+        bisection: spans overlap, and a scan of each was quadratic in their number.)"""
         lo = self.from_starts[s]
         hi = self.from_starts[e - 1] + 1
-        quote = next((i for i in range(lo, hi) if _is_open_quote(self.parent, i)), None)
-        if quote is not None:
-            e = next(k for k in range(s, e + 1) if k == e or self.from_starts[k] >= quote)
+        i = bisect.bisect_left(self.open_quotes, lo)
+        if i < len(self.open_quotes) and self.open_quotes[i] < hi:
+            e = bisect.bisect_left(self.from_starts, self.open_quotes[i], s, e)
             if e <= s:
                 return None
         return self.starts[s], self.ends[e - 1]
-
-
-def _is_open_quote(text: str, i: int) -> bool:
-    return text[i] == '"' and not _escapes_next(text, i)
 
 
 def _views(text: str) -> Iterator[_View]:
@@ -1905,7 +2297,13 @@ def _views(text: str) -> Iterator[_View]:
         text, s, e = decoded
         starts = [starts[i] for i in s]
         ends = [ends[j - 1] for j in e]
-        yield _View(text, starts, ends, parent, s)
+        quotes = [
+            q.start() for q in _QUOTE.finditer(parent) if not _escapes_next(parent, q.start())
+        ]
+        yield _View(text, starts, ends, parent, s, quotes)
+
+
+_QUOTE = re.compile('"')
 
 
 # --- finding and cutting spans ----------------------------------------------------------------
@@ -1969,12 +2367,22 @@ def _spans(text: str, lowered: str, first: int = 0) -> list[_Span]:
     return found
 
 
+_BACKSLASH_RUN = re.compile(r"\\*")
+
+
 def _escapes_next(text: str, i: int) -> bool:
-    """Whether text[i] is escaped: an odd run of backslashes ends right before it."""
-    run = 0
-    while i - run > 0 and text[i - run - 1] == "\\":
-        run += 1
-    return run % 2 == 1
+    """Whether text[i] is escaped: an odd run of backslashes ends right before it. A run is
+    walked once: positions inside one read before are answered from where it starts."""
+    if i <= 0 or text[i - 1] != "\\":
+        return False
+    memo = _memo(text)
+    run = memo.get("backslashes")
+    if run is None or not run[0] <= i - 1 < run[1]:
+        start = i - 1
+        while start and text[start - 1] == "\\":
+            start -= 1
+        run = memo["backslashes"] = (start, _BACKSLASH_RUN.match(text, i).end())  # type: ignore[union-attr]
+    return (i - run[0]) % 2 == 1
 
 
 def _merge(spans: Iterable[_Span]) -> list[tuple[int, int, str]]:
@@ -1995,18 +2403,28 @@ def _all_spans(text: str, lowered: str, first: int | None) -> list[tuple[int, in
     """Merged spans of the text and its decoded views; `first`: where the prefilter found the
     first gate in the text as written (None: nowhere, so only a view can hold a secret)."""
     views = list(_views(text)) if _has_escapes(text) else []
-    if first is None and not any(_prefilter(v.text.lower()) for v in views):
+    if first is None and not any(_prefilter(_lower(v.text)) for v in views):
         return []
     found = _spans(text, lowered, len(lowered) if first is None else first)
     for view in views:
-        for s, e, priority, kind in _spans(view.text, view.text.lower()):
+        for s, e, priority, kind in _spans(view.text, _lower(view.text)):
             if raw := view.raw_span(s, e):
                 found.append((*raw, priority, kind))
     return _merge(found)
 
 
-def _cut(text: str) -> tuple[str, int]:
+def _lower(text: str) -> str:
+    """The text lowercased character for character. `str.lower` turns `İ` (U+0130, the only
+    such character) into two, and anchored detectors look up in the lowered text where to
+    start in the text as written: with another length they fell back to a search of every
+    position (quadratic where a start reads a run). `İ` becomes `i`, as the regex engine's
+    case-insensitive match reads it."""
     lowered = text.lower()
+    return lowered if len(lowered) == len(text) else text.replace("\u0130", "i").lower()
+
+
+def _cut(text: str) -> tuple[str, int]:
+    lowered = _lower(text)
     hit = (_PREFILTER_ASCII if lowered.isascii() else _PREFILTER).search(lowered)
     if hit is None and "\\" not in text:  # the common case: clean, nothing escaped
         return text, 0

@@ -1473,8 +1473,9 @@ def test_redact_json_cuts_cookie_values_a_parsed_header_holds() -> None:
 
 # --- linear time ------------------------------------------------------------------------------
 #
-# A landing line may hold a mebibyte: the gates, tried at every place their literal starts,
-# match within a bounded width (tests never assert a time; what they hold is the design).
+# A landing line may hold a mebibyte; every gate, the prefilter and every detector run in time
+# linear in the text (tests never assert a time). What these tests hold is the design that
+# makes it so, and that it loses nothing.
 
 
 def _width(pattern: str) -> int:
@@ -1515,3 +1516,139 @@ def test_bounded_gates_have_a_hatch_and_polars_reads_them_unbounded() -> None:
     assert redaction._PREFILTER.search(f"<{long_name}password")
     assert f"{{{redaction._GATE_RUN + 1}}}" not in PREFILTER_PATTERN
     assert pl.Series([f"{long_name}_password=x"]).str.contains(PREFILTER_PATTERN).all()
+
+
+def _old_key(text: str) -> str | None:
+    """The key regex before it took names whole (its result, kept to compare with)."""
+    import re
+
+    old = (
+        rf"(?:[\w.-]*?(?:{redaction._KW})[\w.-]*|[\w.-]*token"
+        rf"|(?:[\w.-]*[_.-])?(?:{redaction._WEAK_WORDS}))(?![\w.-])"
+    )
+    m = re.compile(rf"(?<![\w.-])(?:{old})", re.IGNORECASE).match(text)
+    return m.group() if m else None
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "password", "db_password", "DB_PASSWORD", "pw", "db_pw", "upward", "pw_hash", "pass",
+        "bypass", "bypassOrder", "hasLoaded", "hasło", "haslo_x", "passord", "passordet",
+        "passordx", "şifre", "şifreler", "密码", "密码是", "数据库密码", "access-key", "accesskey",
+        "max_tokens", "next_token", "tokenizer", "clave", "x.clave", "xclave", "parola",
+        "keypass", "key_pass", "api.key", "x" * 90 + "password", "pw" * 300, "key" * 100 + "!",
+        "x-", "", "token.", "a.token", "Contraseña", "contrasena", "mot_de_passe", "passwort2",
+    ],
+)  # fmt: skip
+def test_a_key_is_the_whole_name_holding_a_keyword(name: str) -> None:
+    """The key is looked ahead for, then taken whole: what the lazy form matched, in one pass
+    (it read a long name once per keyword in it)."""
+    for text in (name, f"{name}=x", f"{name}: x"):
+        new = redaction._ASSIGNMENT.match(text)
+        old = _old_key(text)
+        if old is not None and text[len(old) :].startswith(("=", ":")):
+            assert new is not None and new.group("key") == old, text
+        elif new is not None:
+            assert new.group("key") == old, text
+        assert bool(redaction._KEY_ONLY.fullmatch(name)) == (_old_key(name) == name)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "PASSWORD=" + "a" * 300 + " next",
+        "password=" + "password=" * 60 + "Hunter2RT",
+        "pw=" + "x,y" * 150,
+        "api_key=" + "A1b" * 100 + ")",
+        "DB_PASSWORD=" + "&" * 300,
+        "cookie: sid=" + "Zx9" * 120 + "; theme=dark",
+        "Passwort: " + "Hunter2RT" * 40,
+        "das Passwort ist " + "Zx9" * 100 + ".",
+    ],
+)
+def test_a_long_value_is_cut_whole(text: str) -> None:
+    """A value longer than `_VALUE_SCAN` characters runs to the end of its run (read once,
+    whichever key inside it asks) and is judged on its head: cut whole, nothing of it left."""
+    out = redact(text)
+    assert out is not None and "Zx9Zx9" not in out and "Hunter2RTH" not in out
+    assert "a" * 200 not in out and "A1bA1b" not in out and "&" * 200 not in out
+    assert redact(out) == out and not contains_secret(out)
+    assert redact_series(pl.Series([text])).to_list() == [out]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "PASSWORD=$(" + "cat /run/secrets/db " * 30 + ")",
+        "pwd=/" + "home/dev/" * 40,
+        "DB_PASSWORD=${{ " + "secrets.DB " * 40 + "}}",
+        "das Passwort ist /" + "srv/app/" * 40,
+    ],
+)
+def test_a_long_value_that_its_head_proves_no_secret_stays(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_value_ends_agree_with_the_whole_value_where_it_is_short() -> None:
+    """`_value_end` gives what `_balanced_len` of the whole value gave, for values up to
+    `_VALUE_SCAN` characters and where a closing bracket ends one before that."""
+    rng = random.Random(7)
+    alphabet = "ab1()[]{}=&;,x "
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 400)))
+        run = redaction._VALUE_RUN.match(text).end()  # type: ignore[union-attr]
+        whole = redaction._balanced_len(text[:run])
+        end, long = redaction._value_end(text, 0, redaction._VALUE_RUN)
+        if not long:
+            assert end == whole, text
+        else:
+            assert run > redaction._VALUE_SCAN and end == run >= whole, text
+
+
+def test_atoms_are_found_by_bisection_as_by_a_scan() -> None:
+    rng = random.Random(3)
+    for _ in range(2000):
+        atoms, pos = [], 0
+        for _ in range(rng.randint(0, 6)):
+            start = pos + rng.randint(0, 5)
+            pos = start + rng.randint(1, 6)
+            atoms.append((start, pos))
+        lo, hi = sorted(rng.randint(0, pos + 3) for _ in range(2))
+        start, end = sorted(rng.randint(lo, hi) for _ in range(2))
+        scan = any(s < lo < e or s < hi < e or (s < end and start < e) for s, e in atoms)
+        assert redaction._touches_an_atom(atoms, lo, hi, start, end) == scan
+        inside = [e for s, e in atoms if lo <= s < hi]
+        assert redaction._last_atom_in(atoms, lo, hi) == (inside[-1] if inside else 0)
+
+
+def test_memos_answer_what_a_scan_answers() -> None:
+    """`_escapes_next`, `_line_start`, `_run_end` and `_first_after` remember what they read in
+    the last text; asked in any order, they answer as a fresh scan would."""
+    import re
+
+    rng = random.Random(11)
+    run = re.compile(r"[ab]*")
+    flag = re.compile(r"(?<![a-z])-p")
+    for _ in range(300):
+        text = "".join(rng.choice("ab\\\n -pc") for _ in range(rng.randint(0, 120)))
+        for _ in range(40):
+            i = rng.randint(0, len(text))
+            backslashes = len(text[:i]) - len(text[:i].rstrip("\\"))
+            assert redaction._escapes_next(text, i) == (backslashes % 2 == 1), (text, i)
+            assert redaction._line_start(text, i) == text.rfind("\n", 0, i) + 1
+            assert redaction._run_end(run, text, i) == run.match(text, i).end()  # type: ignore[union-attr]
+            found, fresh = redaction._first_after(flag, text, i), flag.search(text, i)
+            assert (found and found.span()) == (fresh and fresh.span()), (text, i)
+    long_line = "x" * 10_000 + "\n" + "y" * 10_000
+    assert redaction._line_start(long_line, 15_000) == 10_001
+    assert redaction._line_start(long_line, 5_000) == 0
+
+
+def test_lowering_keeps_the_length() -> None:
+    """Anchored detectors look up where to start in the lowered text: `İ` lowers to two
+    characters, which sent them back to a search of every position (quadratic)."""
+    text = "İstanbul DB_PASSWORD=Hunter2RT İ"
+    assert len(redaction._lower(text)) == len(text)
+    assert redaction._lower(text) == text.replace("İ", "i").lower()
+    assert redact(text) == "İstanbul DB_PASSWORD=[REDACTED:password] İ"

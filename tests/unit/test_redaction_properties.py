@@ -17,6 +17,7 @@ prefixes x suffixes, every combination (a stride of them by default).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -27,9 +28,13 @@ import string
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 import pytest
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -1048,11 +1053,12 @@ def test_every_combination_as_a_clipped_record(limit: int) -> None:
         assert len(out) <= limit and not contains_secret(out), (raw, out)
 
 
-# --- linear time: the bounded gates lose nothing ---------------------------------------------
+# --- linear time: the bounded gates and the one-pass detectors lose nothing -------------------
 #
-# Gates match within a bounded width, a longer run opening them through a hatch
-# (`schemas/redaction.py`, `_bounded`): what the unbounded gate matched, the bounded one
-# matches, and a secret behind a run longer than the bound is still cut.
+# Gates match within a bounded width (a long run opens them through a hatch), and detectors
+# whose matches read a run again from each start inside it are found in one pass
+# (`schemas/redaction.py`, "linear time"). These check that each rewrite finds what the form
+# before it found (tests assert no time).
 
 _LONG = _r._GATE_RUN + 6  # past every gate's bound
 
@@ -1104,3 +1110,151 @@ def test_a_run_past_a_gate_bound_still_opens_it(p: Placed) -> None:
     assert contains_secret(p.text), p
     out = _assert_redaction_holds(p)
     assert redact_series(pl.Series([p.text, out])).to_list() == [out, out]
+
+
+def _groups(m: Any) -> tuple[Any, ...] | None:
+    if m is None:
+        return None
+    names = (
+        {**m.head.re.groupindex, **m.flag.re.groupindex} if hasattr(m, "head") else m.re.groupindex
+    )
+    return tuple(
+        (name, m.span(name) if m.group(name) is not None else None) for name in sorted(names)
+    )
+
+
+_SCAN_WORDS = (
+    "sshpass", "redis-cli", "docker", "podman", "login", "mongo", "mongodump", "sqlcmd",
+    "ldapsearch", "zip", "unzip", "7z", "7za", "mysql", "openssl", "htpasswd", "rabbitmqctl",
+    "add_user", "gh", "secret", "set", "smbclient", "curl", "-p", "-pX1", "-P", "-a", "--pass",
+    "-w", "-k", "-pass", "pass:X1", "-bBb", "-U", "a%b", "--body", "-u", "--user", "a:b",
+    "'a:b c'", '"a:b"', "'x y'", '"x\\"y"', "key=\"DbPassword\"", "name='pw'", "value='v1'",
+    'value="V2"', "|", ";", "&", "\n", "<", ">", "x", "Y9", "-", "\\", "'", '"', "=",
+)  # fmt: skip
+SCAN_TEXTS = st.lists(
+    st.tuples(st.sampled_from(_SCAN_WORDS), st.sampled_from([" ", "\t", "", "  "])),
+    max_size=14,
+).map(lambda parts: "".join(w + s for w, s in parts))
+
+
+@SETTINGS
+@given(SCAN_TEXTS)
+def test_a_scan_finds_what_its_one_regex_found(text: str) -> None:
+    """Commands, `curl -u` and `key="..." ... value="..."` are found as a `_Scan` (the first
+    flag after the head, read once for all heads before it): the same match, group for group,
+    as the regex with its lazy middle, at every start."""
+    lowered = _r._lower(text)
+    for d in _r._DETECTORS:
+        if d.scan is None or d.scan is _r._CURL_COOKIE_SCAN:
+            continue
+        for pos in d.starts(text, lowered):  # type: ignore[misc]
+            assert _groups(d.scan.match(text, pos)) == _groups(d.pattern.match(text, pos)), (
+                d.pattern.pattern[:40],
+                text,
+                pos,
+            )
+
+
+def _spans_of(d: Any, text: str) -> set[tuple[int, int]]:
+    return {(s, e) for s, e, _, _ in d.find(text, _r._lower(text), _r._atoms(text))}
+
+
+def _covered(inner: set[tuple[int, int]], outer: set[tuple[int, int]]) -> bool:
+    return all(any(s <= a and b <= e for s, e in outer) for a, b in inner)
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.sampled_from(
+            ["curl", "-b", "--cookie", "--cookie=", "'a=B1; c=D2'", '"s=T3"', "sid=Q4",
+             "cookies.txt", "-H", "'X: -b a=b'", "|", ";", "&", "\\\n", "\n", "x", "https://h"]
+        ),
+        max_size=12,
+    ).map(" ".join)
+)  # fmt: skip
+def test_curl_cookies_found_in_one_pass_hold_what_the_regex_found(text: str) -> None:
+    """The `-b`/`--cookie` after `curl` is looked for on its (continued) line, quoted words
+    and `|`, `;`, `&` included: every value the one regex cut is still cut."""
+    d = next(d for d in _r._DETECTORS if d.scan is _r._CURL_COOKIE_SCAN)
+    regex_only = dataclasses.replace(d, scan=None)
+    assert _covered(_spans_of(regex_only, text), _spans_of(d, text)), text
+
+
+def _jwt(rng: random.Random) -> str:
+    head = base64.urlsafe_b64encode(b'{"alg":"HS256"}').rstrip(b"=").decode()
+    body = base64.urlsafe_b64encode(b'{"sub":"1"}').rstrip(b"=").decode()
+    return f"{head}.{body}.{_chars(rng, 20, ALNUM)}"
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.sampled_from(
+            ["eyJ", "eyJx", "JWT", "sk-", "x", ".", " ", "=", "-", "T3BlbkFJ", "a" * 20]
+        ),
+        max_size=16,
+    ),
+    st.integers(0, 2**32),
+)
+def test_library_patterns_found_from_fewer_starts_find_what_a_search_found(
+    parts: list[str], seed: int
+) -> None:
+    """The JWT pattern tried at the first `_JWT_TRIES` `eyJ` of a run, OpenAI's legacy pattern
+    at the first `sk-` of a run: the spans a search of every position gave (within those tries);
+    npm's token after each `/:_authToken=`: at least what the library's line pattern cut."""
+    rng = random.Random(seed)
+    text = "".join(p if p != "JWT" else _jwt(rng) for p in parts)
+    by_pattern = {d.pattern.pattern: d for d in _r._DETECTORS}
+    for plugin in (JwtTokenDetector, OpenAIDetector):
+        d = by_pattern[plugin.denylist[0].pattern]
+        assert _spans_of(d, text) == _spans_of(dataclasses.replace(d, starts=None), text), text
+    npm_text = f"//registry.npmjs.org/:_authToken={text} //r/:_authToken=npm_{rng.randint(0, 9)}Ab"
+    library = _r._Detector(
+        "npm_token", NpmDetector.denylist[0], ("",), groups=(1,), clip=_r._TOKEN_TAIL
+    )
+    found = set().union(*(_spans_of(d, npm_text) for d in _r._DETECTORS if d.kind == "npm_token"))
+    assert _covered(_spans_of(library, npm_text), found), npm_text
+
+
+@SETTINGS
+@given(st.text(alphabet="ab_P1 \t\r=\u00a0«»", max_size=40))
+def test_rewritten_value_patterns_match_as_before(text: str) -> None:
+    """Greedy forms of lazy values (a lazy value tried the blanks after it at each of its
+    characters): the Dockerfile `ENV` value and the « » value match as before; the variable
+    name check takes names whole and matches as before."""
+    old_env = re.compile(r"[^\s=][^\n]*?[ \t]*$", re.MULTILINE)
+    new_env = re.compile(r"[^\s=](?:[^\n]*[^ \t\n])?[ \t]*$", re.MULTILINE)
+    for pos in range(len(text) + 1):
+        old, new = old_env.match(text, pos), new_env.match(text, pos)
+        assert (old and old.span()) == (new and new.span()), (text, pos)
+    sp = "[ \t\u00a0]"
+    old_quote = re.compile(rf"«{sp}*(?P<v>[^»\n]*?){sp}*»")
+    new_quote = re.compile(rf"«{sp}*(?P<v>(?:[^«»\n]*[^«»\n \t\u00a0])?){sp}*»")
+    for pos in range(len(text)):
+        old, new = old_quote.match(text, pos), new_quote.match(text, pos)
+        if old is not None and "«" not in old.group("v"):  # an inner « ends it now
+            assert new is not None and new.span("v") == old.span("v"), (text, pos)
+    old_var = re.compile(r"[A-Za-z_]*(?:pass|pwd|secret|token|key|credential)[A-Za-z_]*", re.I)
+    for word in (text, text.replace(" ", "pass"), text.replace("a", "Key")):
+        assert bool(old_var.fullmatch(word)) == bool(_r._SECRET_NAMED_VARIABLE.fullmatch(word))
+
+
+# Hostile shapes: at a size where the quadratic forms took seconds each, redaction keeps its
+# invariants. No time is asserted.
+HOSTILE = [
+    "-", "key", "pw", "token", "pass", "secret", "密码是", "パスワードは", "pw=", "password=",
+    "PASSWORD=$(", "password='", "Passwort:", "Passwort: «", "密码：“", "env ", "<token ",
+    "Set-Cookie: a=b; ", "cookie:a=", "zip ", "curl ", "eyJ", "sk-", "AKIA", "a@a.",
+    "-----BEGIN PRIVATE KEY-----[REDACTED]", "\\u0070assword=", "İkey=", ":1:",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("unit", HOSTILE)
+def test_hostile_repetitions_keep_the_invariants(unit: str) -> None:
+    text = (unit * (20_000 // len(unit) + 1))[:20_000]
+    out = redact(text)
+    assert out is not None
+    assert redact(out) == out
+    assert not contains_secret(out)
+    assert redact_series(pl.Series([text])).to_list() == [out]
