@@ -77,8 +77,8 @@ within a bounded width (a longer run opens its detector through a hatch, ``_boun
 detector reads a run, a value or a command again for each start inside it (see "linear
 time" below). What that changed: an unquoted value longer than 256 characters is cut whole,
 judged on its head (a command substitution, a path or a working directory stays); a value in
-typographic quotes holds no opening quote of its kind (``“a “b”`` is no value); a ``-b`` or
-``--cookie`` after ``curl`` is found anywhere on its continued line; npm's token after every
+typographic quotes holds no opening quote of its kind (``“a “b”`` is no value); each ``-b``
+or ``--cookie`` after ``curl`` on its continued line is read; npm's token after every
 ``/:_authToken=``; a JWT at the first 16 ``eyJ`` of a run.
 
 Helpers for ingestion: ``redact_record`` (a rejected raw line, clipped after redaction) and
@@ -162,12 +162,17 @@ _GATE_RUN = 64
 _UNBOUNDED: dict[str, str] = {}  # each bounded part of a gate: its unbounded form
 
 
-def _bounded(run: str, rest: str, least: int = 0) -> str:
+def _bounded(run: str, rest: str, least: int = 0, hatch: str = "", backtrack: bool = False) -> str:
     """The gate `run{least,}rest` within a bounded width: at most `_GATE_RUN` of `run`, then
     `rest`; or more than `_GATE_RUN` of `run`, whatever follows (the hatch). Every match of
     the unbounded form matches one of the two, so the gate stays a necessary condition; the
-    hatch opens the detector, anchored at the start of its run, which decides in one pass."""
-    bounded = f"(?:{run}{{{least},{_GATE_RUN}}}{rest}|{run}{{{_GATE_RUN + 1}}})"
+    hatch opens the detector, anchored at the start of its run, which decides in one pass.
+    `hatch`: a look-ahead the hatch also needs (Python's regex only: polars reads the
+    unbounded form), where the gate stays necessary with it. The run is possessive (no
+    character given back to `rest`, which then never starts with one of the run's) unless
+    `backtrack`: `rest` may start inside the run (`--[\\w-]{0,64}(?:pass|...)`)."""
+    repeat = f"{{{least},{_GATE_RUN}}}" + ("" if backtrack else "+")
+    bounded = f"(?:{run}{repeat}{rest}|{hatch}{run}{{{_GATE_RUN + 1}}})"
     _UNBOUNDED[bounded] = f"(?:{run}{{{least},}}{_unbounded(rest)})"
     return bounded
 
@@ -812,7 +817,18 @@ _ASSIGNMENT_GATE = tuple(
     w + _bounded(r"[\w.-]", _bounded(r"""[\\"'\]]""", _bounded(r"[ \t]", "[:=!]")))
     for w in _KEYWORD_GATE
 )
-_FLAG_GATE = ("--" + _bounded(r"[\w-]", "(?:pass|secret|token|key)"),)
+# (The hatch needs a word character among the first 65: a line of dashes, common in code and
+# Markdown, opens nothing. A match whose first 65 are dashes holds a `--` later, from which
+# the keyword is at most 64 away or a word character comes next.)
+_FLAG_GATE = (
+    "--"
+    + _bounded(
+        r"[\w-]",
+        "(?:pass|secret|token|key)",
+        hatch=rf"(?=-{{0,{_GATE_RUN}}}\w)",
+        backtrack=True,
+    ),
+)
 _PROSE_GATE = (r"pass(?:word|wd|phrase|code)s?[ \t]", r"pwd[ \t]", r"pw[ \t]")
 _IDENTIFIED_BY_GATE = "identified" + _bounded(r"[ \t]", "by", least=1)
 # Python annotations: `password: str = "..."` assigns after the type.
@@ -1066,7 +1082,7 @@ _COMMANDS: tuple[_Detector, ...] = (
     # registry, az acr and az login take the same `-p`).
     _command(
         rf"\b(?:{_LOGIN_TOOLS})[ \t]+login\b{_SAME_COMMAND}-p[ \t]+{_SHELL_WORD}",
-        ("login" + _bounded(r"[^\n|;&]", r"[ \t]-p"),),
+        ("login" + _bounded(r"[^\n|;&]", r"[ \t]-p", backtrack=True),),
         tuple(_LOGIN_TOOLS.split("|")),
     ),
     _command(
@@ -1713,21 +1729,42 @@ _CURL_COOKIE_FLAG = (
     r"""[ \t](?:-b[ \t]+|--cookie(?:[ \t]+|=))"""
     r"""(?:'(?P<sq>[^'\n]*)'|"(?P<dq>[^"\\\n]*)"|(?P<v>[^\s"'`|&;<>]+))"""
 )
+# The one regex the detector was (a unit test checks that what it cut is still cut).
 _CURL_COOKIE = re.compile(
     r"""\bcurl\b(?:'[^'\n]*'|"(?:\\.|[^"\\\n])*"|\\\r?\n|[^\n|;&'"])*?""" + _CURL_COOKIE_FLAG
 )
-# Found as the first such flag after `curl` on its line (continued with `\`): as one regex,
-# the middle (quoted words skipped whole, up to a `|`, `;` or `&`) depends on where it
-# starts, and each `curl` read its line again. The flag is now also found after a `|`, `;`
-# or `&` or inside a quoted word on that line (`curl ... | tool -b a=b`): more is cut, never
-# less.
-_CURL_COOKIE_SCAN = _Scan(
-    re.compile(r"\bcurl\b"), re.compile(r"(?:\\\r?\n|[^\n])*"), re.compile(_CURL_COOKIE_FLAG)
-)
+# As one regex, the middle (quoted words skipped whole, up to a `|`, `;` or `&`) depends on
+# where it starts, and each `curl` read its line again. Each flag is found instead, and kept
+# where a `curl` comes before it on its line (continued with `\`): every flag the regex
+# found, and also one after a `|`, `;` or `&` or inside a quoted word on that line (`curl ...
+# | tool -b a=b`, `curl -H 'X: -b a=b'`): more is cut, never less.
+_CURL_COOKIE_FLAG_RE = re.compile(_CURL_COOKIE_FLAG)
+_CURL_WORD = re.compile(r"\bcurl\b")
+_HARD_NEWLINE = re.compile(r"(?<!\\)(?<!\\\r)\n")  # not a `\` continuation
+
+
+def _after_curl(text: str, pos: int) -> bool:
+    """Whether a `curl` comes before `pos` on its line, continuation lines included (both
+    indexed once per text)."""
+    memo = _memo(text)
+    index = memo.get("curl")
+    if index is None:
+        index = memo["curl"] = (
+            [m.start() for m in _CURL_WORD.finditer(text)],
+            [m.start() for m in _HARD_NEWLINE.finditer(text)],
+        )
+    curls, newlines = index
+    i = bisect.bisect_left(curls, pos)
+    j = bisect.bisect_left(newlines, pos)
+    return i > 0 and curls[i - 1] > (newlines[j - 1] if j else -1)
 
 
 # curl's cookie string after `-b `: quotes, a name, `=` (bounded, `_bounded`).
 _CURL_COOKIE_GATE = _bounded(r"\\", r"""["']?""" + _bounded(r"""[^\s"'=;\\]""", "=", least=1))
+
+
+def _curl_flag_spans(m: re.Match[str]) -> list[tuple[int, int]]:
+    return _curl_cookie_spans(m) if _after_curl(m.string, m.start()) else []
 
 
 def _curl_cookie_spans(m: re.Match[str]) -> list[tuple[int, int]]:
@@ -1990,7 +2027,12 @@ _ADDED: tuple[_Detector, ...] = (
             rf"(?<![\w.-])ENV[ \t]+(?P<key>{_KEY})[ \t]+(?P<v>[^\s=](?:[^\n]*[^ \t\n])?)[ \t]*$",
             re.MULTILINE | re.IGNORECASE,
         ),
-        ("env" + _bounded(r"[ \t]", _bounded(r"[\w.-]", f"(?:{_KEYWORDS_RE})"), least=1),),
+        (
+            "env"
+            + _bounded(
+                r"[ \t]", _bounded(r"[\w.-]", f"(?:{_KEYWORDS_RE})", backtrack=True), least=1
+            ),
+        ),
         priority=3,
         refine=_dockerfile_env_span,
         kind_of=_assignment_kind,
@@ -2003,7 +2045,7 @@ _ADDED: tuple[_Detector, ...] = (
         # (attributes end at the next `<` too: a scan from each `<` stops where the next
         # one begins, not at the one `>` after them all)
         re.compile(rf"<(?P<key>{_KEY})(?:[ \t][^<>]*)?>(?P<v>[^<\n]+)</(?P=key)>", re.IGNORECASE),
-        ("<" + _bounded(r"[\w.-]", f"(?:{_KEYWORDS_RE})"),),
+        ("<" + _bounded(r"[\w.-]", f"(?:{_KEYWORDS_RE})", backtrack=True),),
         priority=3,
         refine=_xml_span,
         kind_of=_assignment_kind,
@@ -2062,7 +2104,7 @@ _ADDED: tuple[_Detector, ...] = (
     ),
     _Detector(
         "cookie",
-        _CURL_COOKIE,
+        _CURL_COOKIE_FLAG_RE,
         (
             "-b" + _bounded(r"[ \t]", _CURL_COOKIE_GATE, least=1),
             "--cookie(?:"
@@ -2072,9 +2114,7 @@ _ADDED: tuple[_Detector, ...] = (
             + ")",
         ),
         priority=2,
-        refine_all=_curl_cookie_spans,
-        starts=_at("curl", before=r"\b"),
-        scan=_CURL_COOKIE_SCAN,
+        refine_all=_curl_flag_spans,
     ),
     _Detector("cookie", _NETSCAPE_COOKIE, _NETSCAPE_GATE, priority=2, refine=_netscape_cookie_span),
     # E-mail addresses (personal data; no library plugin). The domain needs an alphabetic TLD,

@@ -1652,3 +1652,24 @@ def test_lowering_keeps_the_length() -> None:
     assert len(redaction._lower(text)) == len(text)
     assert redaction._lower(text) == text.replace("İ", "i").lower()
     assert redact(text) == "İstanbul DB_PASSWORD=[REDACTED:password] İ"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "curl -H 'X: -b a=b' -b 'sid=Qm7pL4; csrf=Zx9Ab2' https://app.example.com",
+            "curl -H 'X: -b a=b' -b 'sid=[REDACTED:cookie]; csrf=[REDACTED:cookie]'"
+            " https://app.example.com",
+        ),
+        (
+            "curl https://x.example.com/a?b=1&c=2 -b sid=Qm7pL4",
+            "curl https://x.example.com/a?b=1&c=2 -b sid=[REDACTED:cookie]",
+        ),
+        ("curl x\n -b sid=Qm7pL4", "curl x\n -b sid=Qm7pL4"),  # another command
+    ],
+)
+def test_every_cookie_flag_after_curl_on_its_line_is_read(text: str, expected: str) -> None:
+    """Each `-b` after a `curl` on its (continued) line is read: one inside a quoted word no
+    longer hides the real one, nor does a `&` in an unquoted URL."""
+    assert redact(text) == expected

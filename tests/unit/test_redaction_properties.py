@@ -1145,7 +1145,7 @@ def test_a_scan_finds_what_its_one_regex_found(text: str) -> None:
     as the regex with its lazy middle, at every start."""
     lowered = _r._lower(text)
     for d in _r._DETECTORS:
-        if d.scan is None or d.scan is _r._CURL_COOKIE_SCAN:
+        if d.scan is None:
             continue
         for pos in d.starts(text, lowered):  # type: ignore[misc]
             assert _groups(d.scan.match(text, pos)) == _groups(d.pattern.match(text, pos)), (
@@ -1174,11 +1174,17 @@ def _covered(inner: set[tuple[int, int]], outer: set[tuple[int, int]]) -> bool:
     ).map(" ".join)
 )  # fmt: skip
 def test_curl_cookies_found_in_one_pass_hold_what_the_regex_found(text: str) -> None:
-    """The `-b`/`--cookie` after `curl` is looked for on its (continued) line, quoted words
-    and `|`, `;`, `&` included: every value the one regex cut is still cut."""
-    d = next(d for d in _r._DETECTORS if d.scan is _r._CURL_COOKIE_SCAN)
-    regex_only = dataclasses.replace(d, scan=None)
-    assert _covered(_spans_of(regex_only, text), _spans_of(d, text)), text
+    """Each `-b`/`--cookie` after a `curl` on its (continued) line is read, quoted words and
+    `|`, `;`, `&` included: every value the one regex (a lazy middle from `curl`) cut is
+    still cut."""
+    d = next(d for d in _r._DETECTORS if d.pattern is _r._CURL_COOKIE_FLAG_RE)
+    regex = dataclasses.replace(
+        d,
+        pattern=_r._CURL_COOKIE,
+        starts=_r._at("curl", before=r"\b"),
+        refine_all=_r._curl_cookie_spans,
+    )
+    assert _covered(_spans_of(regex, text), _spans_of(d, text)), text
 
 
 def _jwt(rng: random.Random) -> str:
