@@ -162,17 +162,16 @@ _GATE_RUN = 64
 _UNBOUNDED: dict[str, str] = {}  # each bounded part of a gate: its unbounded form
 
 
-def _bounded(run: str, rest: str, least: int = 0, hatch: str = "", backtrack: bool = False) -> str:
+def _bounded(run: str, rest: str, least: int = 0, backtrack: bool = False) -> str:
     """The gate `run{least,}rest` within a bounded width: at most `_GATE_RUN` of `run`, then
     `rest`; or more than `_GATE_RUN` of `run`, whatever follows (the hatch). Every match of
     the unbounded form matches one of the two, so the gate stays a necessary condition; the
     hatch opens the detector, anchored at the start of its run, which decides in one pass.
-    `hatch`: a look-ahead the hatch also needs (Python's regex only: polars reads the
-    unbounded form), where the gate stays necessary with it. The run is possessive (no
-    character given back to `rest`, which then never starts with one of the run's) unless
-    `backtrack`: `rest` may start inside the run (`--[\\w-]{0,64}(?:pass|...)`)."""
+    The run is possessive (no character given back to `rest`, which then never starts with
+    one of the run's) unless `backtrack`: `rest` may start inside the run
+    (`--[\\w-]{0,64}(?:pass|...)`)."""
     repeat = f"{{{least},{_GATE_RUN}}}" + ("" if backtrack else "+")
-    bounded = f"(?:{run}{repeat}{rest}|{hatch}{run}{{{_GATE_RUN + 1}}})"
+    bounded = f"(?:{run}{repeat}{rest}|{run}{{{_GATE_RUN + 1}}})"
     _UNBOUNDED[bounded] = f"(?:{run}{{{least},}}{_unbounded(rest)})"
     return bounded
 
@@ -817,17 +816,13 @@ _ASSIGNMENT_GATE = tuple(
     w + _bounded(r"[\w.-]", _bounded(r"""[\\"'\]]""", _bounded(r"[ \t]", "[:=!]")))
     for w in _KEYWORD_GATE
 )
-# (The hatch needs a word character among the first 65: a line of dashes, common in code and
-# Markdown, opens nothing. A match whose first 65 are dashes holds a `--` later, from which
-# the keyword is at most 64 away or a word character comes next.)
+# (Dashes first, taken whole, then a word character: a line of dashes, common in code and
+# Markdown, opens nothing and costs each place one run of at most 64. A match whose dashes run
+# longer holds a `--` 64 before their end; from there the name follows as bounded.)
+_FLAG_DASHES = rf"(?:-{{0,{_GATE_RUN}}}+(?!-))"
+_UNBOUNDED[_FLAG_DASHES] = ""  # Python's prefilter only: Rust's reads `--[\w-]*(?:pass|...)`
 _FLAG_GATE = (
-    "--"
-    + _bounded(
-        r"[\w-]",
-        "(?:pass|secret|token|key)",
-        hatch=rf"(?=-{{0,{_GATE_RUN}}}\w)",
-        backtrack=True,
-    ),
+    "--" + _FLAG_DASHES + _bounded(r"[\w-]", "(?:pass|secret|token|key)", backtrack=True),
 )
 _PROSE_GATE = (r"pass(?:word|wd|phrase|code)s?[ \t]", r"pwd[ \t]", r"pw[ \t]")
 _IDENTIFIED_BY_GATE = "identified" + _bounded(r"[ \t]", "by", least=1)
@@ -989,30 +984,31 @@ def _is_ident(c: str) -> bool:
     return c.isalnum() or c in "_.-"
 
 
-def _keyword_starts(text: str, lowered: str) -> Iterator[int]:
+def _keyword_starts(text: str, lowered: str) -> Iterable[int]:
     """The start of each name holding a keyword: where an assignment can begin. A walk back
     to the start of the name stops at the word's previous hit, whose start it shares (`key`
     * 21000 is one name, walked once)."""
-    for word in _START_WORDS_ASCII if lowered.isascii() else _START_WORDS:
-        yield from _word_starts(text, lowered, word, _is_ident)
+    words = _START_WORDS_ASCII if lowered.isascii() else _START_WORDS
+    return _word_starts(text, lowered, words, _is_ident)
 
 
 def _word_starts(
-    text: str, lowered: str, word: str, inside: Callable[[str], bool]
+    text: str, lowered: str, words: Iterable[str], inside: Callable[[str], bool]
 ) -> Iterator[int]:
-    """For each hit of `word`, where the run of `inside` characters holding it starts."""
-    last_hit = last_start = -1
-    hit = lowered.find(word)
-    while hit >= 0:
-        start = hit
-        while start and inside(text[start - 1]):
-            start -= 1
-            if start == last_hit:
-                start = last_start
-                break
-        yield start
-        last_hit, last_start = hit, start
-        hit = lowered.find(word, hit + 1)
+    """For each hit of each word, where the run of `inside` characters holding it starts."""
+    for word in words:
+        last_hit = last_start = -1
+        hit = lowered.find(word)
+        while hit >= 0:
+            start = hit
+            while start and inside(text[start - 1]):
+                start -= 1
+                if start == last_hit:
+                    start = last_start
+                    break
+            yield start
+            last_hit, last_start = hit, start
+            hit = lowered.find(word, hit + 1)
 
 
 def _at(*words: str, before: str = "") -> _Starts:
@@ -1150,18 +1146,23 @@ _JSON_UNICODE_ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}")
 
 
 def _email_starts(text: str, lowered: str) -> Iterator[int]:
-    """The start of the local part before each `@`, JSON `\\uXXXX` escapes included."""
+    """The start of the local part before each `@`, JSON `\\uXXXX` escapes included; and
+    right after the first such escape's backslash, where a search of every position would
+    start one if that start cannot (`@x\\u0070ay@example.com`: the walk back reaches an `@`).
+    Later ones find a part of what it finds."""
     at = text.find("@")
     while at >= 0:
-        start = at
-        while start and (
-            text[start - 1].isalnum()
-            or text[start - 1] in "_.%+-"
-            or _JSON_UNICODE_ESCAPE.match(text, start - 1) is not None
-        ):
+        start, inner = at, None
+        while start:
+            if _JSON_UNICODE_ESCAPE.match(text, start - 1) is not None:
+                inner = start
+            elif not (text[start - 1].isalnum() or text[start - 1] in "_.%+-"):
+                break
             start -= 1
         if start < at:
             yield start
+        if inner is not None:
+            yield inner
         at = text.find("@", at + 1)
 
 
@@ -1398,10 +1399,9 @@ _INTL_STEMS = ("passwort", "kennwort", "wachtwoord", "lösenord", "passord", "ad
                "şifre", "parola")  # fmt: skip
 
 
-def _intl_starts(text: str, lowered: str) -> Iterator[int]:
+def _intl_starts(text: str, lowered: str) -> Iterable[int]:
     """The start of the word holding each stem (a compound's first letter)."""
-    for stem in _INTL_STEMS:
-        yield from _word_starts(text, lowered, stem, _in_compound)
+    return _word_starts(text, lowered, _INTL_STEMS, _in_compound)
 
 
 def _in_compound(c: str) -> bool:

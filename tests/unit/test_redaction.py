@@ -1673,3 +1673,19 @@ def test_every_cookie_flag_after_curl_on_its_line_is_read(text: str, expected: s
     """Each `-b` after a `curl` on its (continued) line is read: one inside a quoted word no
     longer hides the real one, nor does a `&` in an unquoted URL."""
     assert redact(text) == expected
+
+
+def test_a_line_of_dashes_opens_no_flag_gate_and_a_long_flag_still_does() -> None:
+    """The flag gate takes dashes whole before a word: a rule of dashes (in most source
+    files) is no candidate, and costs each place one run; a flag behind many dashes is cut."""
+    assert redaction._PREFILTER.search("# " + "-" * 90) is None
+    assert redact("run --" + "-" * 90 + "password Hunter2RT9 now") == (
+        "run --" + "-" * 90 + "password [REDACTED:password] now"
+    )
+
+
+def test_an_email_after_a_json_escape_is_found_where_a_search_would() -> None:
+    """The local part may start right after a `\\uXXXX` escape's backslash, where the walk
+    back from `@` reached another `@` (a search of every position found it there)."""
+    assert redact("@x\\u0070ay@example.com") == "@x[REDACTED:email]"
+    assert redact("mail \\u0070ay@example.com now") == "mail [REDACTED:email] now"

@@ -1252,7 +1252,7 @@ HOSTILE = [
     "-", "key", "pw", "token", "pass", "secret", "密码是", "パスワードは", "pw=", "password=",
     "PASSWORD=$(", "password='", "Passwort:", "Passwort: «", "密码：“", "env ", "<token ",
     "Set-Cookie: a=b; ", "cookie:a=", "zip ", "curl ", "eyJ", "sk-", "AKIA", "a@a.",
-    "-----BEGIN PRIVATE KEY-----[REDACTED]", "\\u0070assword=", "İkey=", ":1:",
+    "-----BEGIN PRIVATE KEY-----[REDACTED]", "\\u0070assword=", "İkey=", ":1:", "@x\\u0041",
 ]  # fmt: skip
 
 
