@@ -107,6 +107,7 @@ def _cases() -> list[Case]:
         "PuTTY-User-Key-File-2: ssh-rsa\nEncryption: none\nPrivate-Lines: 2\n"
         f"{rand(64)}\n{rand(40)}\nPrivate-MAC: {rand(40, '0123456789abcdef')}"
     )
+    session, csrf = rand(32, URLSAFE), rand(32)
     return [
         Case("aws_key_id", f"export AWS_ACCESS_KEY_ID={aws_id}", aws_id, "aws_key", "export"),
         Case(
@@ -290,6 +291,74 @@ def _cases() -> list[Case]:
         Case(
             "email_unicode", "owner: josé_núñez@corp.es", "josé_núñez@corp.es", "email", "owner: "
         ),
+        # PostgreSQL's password file: only the password field goes
+        Case(
+            "pgpass_line",
+            f"db.internal:5432:payments:app:{pw}",
+            pw,
+            "password",
+            "db.internal:5432:payments:app:[REDACTED:password]",
+        ),
+        Case(
+            "pgpass_file",
+            f"$ cat ~/.pgpass\nlocalhost:5432:*:postgres:{pw}\n*:*:*:replicator:correct horse 9\n",
+            "correct horse 9",
+            "password",
+            "localhost:5432:*:postgres:[REDACTED:password]\n*:*:*:replicator:[REDACTED:password]\n",
+        ),
+        # cookies: values go, names and attributes stay
+        Case(
+            "cookie_header",
+            f"curl -H 'Cookie: sessionid={session}; csrftoken={csrf}' https://app.example.com/api",
+            session,
+            "cookie",
+            "-H 'Cookie: sessionid=[REDACTED:cookie]; csrftoken=[REDACTED:cookie]' https://",
+        ),
+        Case(
+            "set_cookie",
+            f"Set-Cookie: SID={session}; Path=/; Secure; HttpOnly; Max-Age=3600; SameSite=Lax",
+            session,
+            "cookie",
+            "Set-Cookie: SID=[REDACTED:cookie]; Path=/; Secure; HttpOnly; Max-Age=3600;"
+            " SameSite=Lax",
+        ),
+        Case(
+            "curl_cookie",
+            f"curl -b 'session={session}; theme=dark' https://app.example.com",
+            session,
+            "cookie",
+            "curl -b 'session=[REDACTED:cookie]; theme=[REDACTED:cookie]' https://app.example.com",
+        ),
+        Case(
+            "cookies_txt",
+            "# Netscape HTTP Cookie File\n"
+            f".example.com\tTRUE\t/\tFALSE\t1767225600\tsessionid\t{session}",
+            session,
+            "cookie",
+            ".example.com\tTRUE\t/\tFALSE\t1767225600\tsessionid\t[REDACTED:cookie]",
+        ),
+        # passwords stated in prose, beyond English
+        Case(
+            "prose_de",
+            f"das Passwort für die Datenbank ist {pw}",
+            pw,
+            "password",
+            "das Passwort für die Datenbank ist [REDACTED:password]",
+        ),
+        Case(
+            "prose_ru",
+            f"пароль от базы — {pw}, не теряй",
+            pw,
+            "password",
+            "пароль от базы — [REDACTED:password], не теряй",
+        ),
+        Case(
+            "prose_zh",
+            f"数据库密码是{pw}，请勿外传",
+            pw,
+            "password",
+            "数据库密码是[REDACTED:password]，",
+        ),
     ]
 
 
@@ -377,6 +446,13 @@ def test_placeholders_do_not_trigger(kind: str) -> None:
         f"mysql --password {ph} -h db",
         f"token: {ph}",
         f"{ph}{ph}@{ph}.com",
+        f"db.internal:5432:payments:app:{ph}",
+        f"# ~/.pgpass\n{ph}:5432:*:{ph}:{ph}",
+        f"Cookie: sessionid={ph}; csrftoken={ph}",
+        f"Set-Cookie: SID={ph}; Path=/; HttpOnly",
+        f".example.com\tTRUE\t/\tFALSE\t0\tsessionid\t{ph}",
+        f"das Passwort ist {ph}",
+        f"密码是{ph}",
     ]
     for text in contexts:
         assert not contains_secret(text), text
@@ -1018,3 +1094,598 @@ def test_redact_json_pass_key_needs_a_password() -> None:
         "pass": "[REDACTED:password]",
     }
     assert redact_json({"password_file": "/run/secrets/db"}) == {"password_file": "/run/secrets/db"}
+
+
+# --- .pgpass lines, cookies, passwords in prose beyond English -------------------------------
+#
+# Samples follow the documented formats: PostgreSQL's "The Password File" (libpq), RFC 6265's
+# examples (section 3.1), curl's `--cookie` documentation, the Netscape cookies.txt layout
+# (cookiecentral FAQ, curl's cookie jar with `#HttpOnly_`), Chrome's "Copy as cURL".
+
+NEW_KINDS = [
+    # .pgpass
+    (
+        "db.internal:5432:payments:app:S3cretPw9",
+        "db.internal:5432:payments:app:[REDACTED:password]",
+    ),
+    ("localhost:5432:*:postgres:secret", "localhost:5432:*:postgres:[REDACTED:password]"),
+    ("*:*:*:replicator:Repl1cat0r!", "*:*:*:replicator:[REDACTED:password]"),
+    ("10.0.0.5:6432:pay:pgbouncer:bouncer", "10.0.0.5:6432:pay:pgbouncer:[REDACTED:password]"),
+    (
+        "/var/run/postgresql:5432:pay:app:Unix9Sock",
+        "/var/run/postgresql:5432:pay:app:[REDACTED:password]",
+    ),
+    (r"fe80\:\:1:5432:pay:app:Ipv6Pass9", r"fe80\:\:1:5432:pay:app:[REDACTED:password]"),
+    (r"db:5432:pay:app:pa\:ss\\9X", "db:5432:pay:app:[REDACTED:password]"),
+    (
+        'echo "db.internal:5432:payments:app:S3cr3t!" >> ~/.pgpass && chmod 0600 ~/.pgpass',
+        'echo "db.internal:5432:payments:app:[REDACTED:password]" >> ~/.pgpass && chmod 0600'
+        " ~/.pgpass",
+    ),
+    (
+        "# ~/.pgpass\n#hostname:port:database:username:password\n"
+        "db.internal:5432:payments:app:correct horse battery\n",
+        "# ~/.pgpass\n#hostname:port:database:username:password\n"
+        "db.internal:5432:payments:app:[REDACTED:password]\n",
+    ),
+    (
+        "my .pgpass has db:5432:pay:app:pa:ss9 in it",
+        "my .pgpass has db:5432:pay:app:[REDACTED:password] in it",
+    ),
+    # cookies
+    (
+        "Set-Cookie: SID=31d4d96e407aad42; Path=/; Secure; HttpOnly",
+        "Set-Cookie: SID=[REDACTED:cookie]; Path=/; Secure; HttpOnly",
+    ),
+    (
+        "Set-Cookie: lang=en-US; Path=/; Domain=example.com",
+        "Set-Cookie: lang=[REDACTED:cookie]; Path=/; Domain=example.com",
+    ),
+    (
+        "Cookie: SID=31d4d96e407aad42; lang=en-US",
+        "Cookie: SID=[REDACTED:cookie]; lang=[REDACTED:cookie]",
+    ),
+    (
+        "Set-Cookie: id=a3fWa9; Expires=Thu, 21 Oct 2021 07:28:00 GMT; Max-Age=3600;"
+        " SameSite=Lax; Domain=.example.com; Secure; HttpOnly",
+        "Set-Cookie: id=[REDACTED:cookie]; Expires=Thu, 21 Oct 2021 07:28:00 GMT; Max-Age=3600;"
+        " SameSite=Lax; Domain=.example.com; Secure; HttpOnly",
+    ),
+    (
+        "HTTP/1.1 200 OK\r\nSet-Cookie: sessionid=k9x2Qm7pL4; Path=/; HttpOnly\r\n"
+        "Set-Cookie: csrftoken=Zq81mX0aLw; Path=/\r\nContent-Type: text/html\r\n",
+        "HTTP/1.1 200 OK\r\nSet-Cookie: sessionid=[REDACTED:cookie]; Path=/; HttpOnly\r\n"
+        "Set-Cookie: csrftoken=[REDACTED:cookie]; Path=/\r\nContent-Type: text/html\r\n",
+    ),
+    (
+        "set-cookie: a=1x9; Path=/, b=2y8; Path=/; HttpOnly",  # joined by a client
+        "set-cookie: a=[REDACTED:cookie]; Path=/, b=[REDACTED:cookie]; Path=/; HttpOnly",
+    ),
+    (
+        "curl -H 'Cookie: sessionid=abc123def; csrftoken=xyz789' https://app.example.com",
+        "curl -H 'Cookie: sessionid=[REDACTED:cookie]; csrftoken=[REDACTED:cookie]'"
+        " https://app.example.com",
+    ),
+    ("curl -b name=Jane https://example.com", "curl -b name=[REDACTED:cookie] https://example.com"),
+    (
+        'curl --cookie "sid=k9x2Qm7pL4" https://example.com',
+        'curl --cookie "sid=[REDACTED:cookie]" https://example.com',
+    ),
+    (
+        "curl 'https://app.example.com/api/me' \\\n  -H 'accept: application/json' \\\n"
+        "  -H 'accept-language: en-US,en;q=0.9' \\\n"
+        "  -b '_ga=GA1.1.123456789.1700000000; sessionid=k9x2Qm7pL4' \\\n"
+        "  -H 'user-agent: Mozilla/5.0'",
+        "curl 'https://app.example.com/api/me' \\\n  -H 'accept: application/json' \\\n"
+        "  -H 'accept-language: en-US,en;q=0.9' \\\n"
+        "  -b '_ga=[REDACTED:cookie]; sessionid=[REDACTED:cookie]' \\\n"
+        "  -H 'user-agent: Mozilla/5.0'",
+    ),
+    (
+        'fetch("https://app.example.com/api", {"headers": {"cookie": "sid=k9x2Qm7pL4"}})',
+        'fetch("https://app.example.com/api", {"headers": {"cookie": "sid=[REDACTED:cookie]"}})',
+    ),
+    (
+        '{"name": "Cookie", "value": "sessionid=k9x2Qm7pL4; theme=dark"}',
+        '{"name": "Cookie", "value": "sessionid=[REDACTED:cookie]; theme=[REDACTED:cookie]"}',
+    ),
+    (
+        "# Netscape HTTP Cookie File\n"
+        ".netscape.com\tTRUE\t/\tFALSE\t946684799\tNETSCAPE_ID\t100103\n"
+        "#HttpOnly_.example.com\tTRUE\t/\tTRUE\t1767225600\tsessionid\tk9x2Qm7pL4\n",
+        "# Netscape HTTP Cookie File\n.netscape.com\tTRUE\t/\tFALSE\t946684799\tNETSCAPE_ID"
+        "\t[REDACTED:cookie]\n#HttpOnly_.example.com\tTRUE\t/\tTRUE\t1767225600\tsessionid"
+        "\t[REDACTED:cookie]\n",
+    ),
+    # prose, beyond English
+    ("das Passwort ist Hunter2RT", "das Passwort ist [REDACTED:password]"),
+    ("Das Kennwort lautet: Tr0ub4dor&3", "Das Kennwort lautet: [REDACTED:password]"),
+    ("das Root-Passwort ist jetzt „x y 9“", "das Root-Passwort ist jetzt „[REDACTED:password]“"),
+    ("le mot de passe est « correct horse »", "le mot de passe est « [REDACTED:password] »"),
+    (
+        "le mot de passe de l'admin est Hunter2RT.",
+        "le mot de passe de l'admin est [REDACTED:password].",
+    ),
+    ("Mot de passe : Hunter2RT", "Mot de passe : [REDACTED:password]"),
+    ("mi contraseña es Hunter2RT", "mi contraseña es [REDACTED:password]"),
+    (
+        "la contraseña de la base de datos es 'x y 9'",
+        "la contraseña de la base de datos es '[REDACTED:password]'",
+    ),
+    ("la clave es Hunter2RT", "la clave es [REDACTED:password]"),
+    ("a senha é Hunter2RT", "a senha é [REDACTED:password]"),
+    ("het wachtwoord is Hunter2RT", "het wachtwoord is [REDACTED:password]"),
+    ("lösenordet är Hunter2RT", "lösenordet är [REDACTED:password]"),
+    ("passordet er Hunter2RT", "passordet er [REDACTED:password]"),
+    ("adgangskoden er Hunter2RT", "adgangskoden er [REDACTED:password]"),
+    ("hasło do bazy to Hunter2RT", "hasło do bazy to [REDACTED:password]"),
+    ("пароль: Hunter2RT", "пароль: [REDACTED:password]"),
+    ("пароль это Hunter2RT", "пароль это [REDACTED:password]"),
+    ("пароль від бази — Hunter2RT", "пароль від бази — [REDACTED:password]"),
+    ("veritabanı şifresi: Hunter2RT", "veritabanı şifresi: [REDACTED:password]"),
+    ("şifre = Hunter2RT", "şifre = [REDACTED:password]"),
+    ("密码是 Hunter2RT", "密码是 [REDACTED:password]"),
+    ("密碼：Hunter2RT", "密碼：[REDACTED:password]"),
+    ("パスワードは「Hunter2RT」です", "パスワードは「[REDACTED:password]」です"),
+    ("パスワードはHunter2RTです", "パスワードは[REDACTED:password]です"),
+    ("비밀번호는 Hunter2RT입니다", "비밀번호는 [REDACTED:password]입니다"),
+    ("Passwort Hunter2RT", "Passwort [REDACTED:password]"),
+    # found by the property tests: a value with a colon after a qualifier, a value that starts
+    # with a colon, a key glued to the next word, full-width punctuation after a value
+    (
+        "le mot de passe de l'admin est Aa000:0 et ça marche.",
+        "le mot de passe de l'admin est [REDACTED:password] et ça marche.",
+    ),
+    ("das Passwort ist :/Aa000 und es geht.", "das Passwort ist [REDACTED:password] und es geht."),
+    ("数据库密码是Aa0000=，请勿外传。", "数据库密码是[REDACTED:password]，请勿外传。"),
+    ("数据库密码=Hunter2RT，请勿外传", "数据库密码=[REDACTED:password]，请勿外传"),
+    # their words as assignment keys
+    ("passwort=Hunter2RT", "passwort=[REDACTED:password]"),
+    ("contraseña: Hunter2RT", "contraseña: [REDACTED:password]"),
+    ('KENNWORT="geheim"', 'KENNWORT="[REDACTED:password]"'),
+    ("mot_de_passe = 'secret99'", "mot_de_passe = '[REDACTED:password]'"),
+    ("haslo = 'Tajne123'", "haslo = '[REDACTED:password]'"),
+    ("clave: Hunter2RT", "clave: [REDACTED:password]"),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), NEW_KINDS, ids=[t[:32] for t, _ in NEW_KINDS])
+def test_pgpass_cookies_and_prose_beyond_english(text: str, expected: str) -> None:
+    assert redact(text) == expected
+    assert redact(expected) == expected and not contains_secret(expected)
+    assert secret_mask(pl.Series([text, expected])).to_list() == [True, False]
+    assert redact_series(pl.Series([text, expected])).to_list() == [expected, expected]
+    # in a JSON record, escaped
+    out = redact(json.dumps({"content": text}))
+    assert out is not None and json.loads(out) == {"content": expected}, out
+
+
+PGPASS_CLEAN = [
+    "app/db.py:12:5: E501 Line too long (120 > 88)",
+    "db.py:12:5: E501 Line too long",
+    "src/app.py:3:1: F401 [*] `os` imported but unused",
+    "main.c:3:1: error: expected ';' before '}' token",
+    "app/db.py:12: error: Incompatible types in assignment",
+    "tests/test_db.py:42:8: W0612: Unused variable 'x' (unused-variable)",
+    "2026-01-01T10:00:00",
+    "2026-01-01 10:00:00:123 INFO started",
+    "12:30:45:678:901",
+    "2001:db8:85a3:0:0:8a2e:370:7334",
+    "fe80::1ff:fe23:4567:890a",
+    "::ffff:192.0.2.128",
+    "00:1a:2b:3c:4d:5e",
+    "de:12:34:56:78:9a",
+    "localhost:5432",
+    "db.internal:5432/payments",
+    "ERROR:root:module:func:message here",
+    "INFO:uvicorn.error:Started:server:process",
+    "WARNING:1234:worker:task:retrying in 5s",
+    "a[1:2:3]",
+    "x = a[1:2:3:4]",
+    "root:x:0:0:root:/root:/bin/bash",
+    "postgres:x:999:999:PostgreSQL administrator:/var/lib/postgresql:/bin/bash",
+    "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+    "localhost:8080:api:v1:health",
+    "hostname:port:database:username:password",
+    "#hostname:port:database:username:password",
+    "app.py:42:foo:bar:Baz9x",
+    "jdbc:postgresql://db:5432/pay",
+    "redis://cache:6379/0",
+    "localhost:5432:*:postgres:$PGPASSWORD",
+    "db.internal:5432:payments:app:Pw9x:extra",
+    "docker run -p 5432:5432 -p 6432:6432 postgres:16",
+]
+
+
+# Where the text speaks of pgpass, any port and any password will do (documented).
+PGPASS_ONLY_IN_CONTEXT = {
+    "localhost:8080:api:v1:health",
+    "db.internal:5432:payments:app:Pw9x:extra",
+}
+
+
+@pytest.mark.parametrize("text", PGPASS_CLEAN)
+def test_colon_separated_text_is_no_pgpass_line(text: str) -> None:
+    assert redact(text) == text
+    context = f"see ~/.pgpass\n{text}"
+    if text not in PGPASS_ONLY_IN_CONTEXT:
+        assert redact(context) == context
+    else:
+        assert redact(context) != context
+
+
+COOKIE_CLEAN = [
+    "Cookie: chocolate chip",
+    "the cookie: a small cake",
+    'cookie: str = "session"',
+    "cookie: Optional[str] = None",
+    "Set-Cookie: <cookie-name>=<cookie-value>; Domain=<domain-value>; Secure; HttpOnly",
+    "Cookie: session=${SESSION}; token=$TOKEN",
+    'curl -H "Cookie: $COOKIE" https://example.com',
+    "curl -b cookiefile -c cookiefile https://example.com",
+    'curl -b "" https://example.com',
+    "curl -b cookies.txt https://example.com/profile",
+    "curl --cookie-jar jar.txt https://example.com",
+    "git checkout -b feature/cookie-banner",
+    "gunicorn -b 0.0.0.0:8000 app:app",
+    "Set-Cookie: sid=; Expires=Thu, 01 Jan 1970 00:00:00 GMT",
+    "Cookie: a=1; b=2",
+    "const cookie = req.headers.cookie",
+    "response.set_cookie(key, value, httponly=True)",
+    ".example.com\tTRUE\t/\tFALSE\t1767225600\tsessionid\t$SESSION",
+    "Cookie consent: required",
+]
+
+
+@pytest.mark.parametrize("text", COOKIE_CLEAN)
+def test_cookie_look_alikes_stay(text: str) -> None:
+    assert redact(text) == text
+
+
+INTL_CLEAN = [
+    "das Passwort ist erforderlich",
+    "Das Passwort ist zu kurz.",
+    "das Passwort ist noch erforderlich",
+    "Passwort vergessen?",
+    "der Passwortmanager ist KeePass",
+    "le mot de passe est requis",
+    "le mot de passe est trop court",
+    "mot de passe oublié",
+    "la contraseña es obligatoria",
+    "contraseña incorrecta",
+    "la clave es usar índices",
+    "la clave primaria es `user_id`",
+    "la clave es `user_id`",
+    "a senha é obrigatória",
+    "senha incorreta",
+    "het wachtwoord is verplicht",
+    "lösenordet är obligatoriskt",
+    "passordet er påkrevd",
+    "adgangskoden er forkert",
+    "hasło jest wymagane",
+    "hasło to podstawa",
+    "пароль обязателен",
+    "пароль это обязательное поле",
+    "пароль — обязательное поле",
+    "пароль є обов'язковим",
+    "şifre gerekli",
+    "parola è una parola",
+    "la parola è 'ciao'",
+    "密码错误",
+    "密码是必填项",
+    "请输入密码",
+    "パスワードは8文字以上",
+    "パスワードが違います",
+    "비밀번호가 틀렸습니다",
+    "비밀번호는 필수입니다",
+    "le mot de passe est sha256",
+    "remote motor promote",
+    "hasLoaded: true",
+    "bypassOrder: fifo",
+    "clave: id",
+    "clave_primaria: id",
+    "parola: ciao",
+]
+
+
+@pytest.mark.parametrize("text", INTL_CLEAN)
+def test_prose_about_passwords_in_other_languages_is_left_alone(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_new_kinds_in_a_column_agree_with_the_scalar_path() -> None:
+    values: list[str | None] = []
+    for text, _ in NEW_KINDS:
+        values += [text, None, json.dumps({"content": text})]
+    values += PGPASS_CLEAN + COOKIE_CLEAN + INTL_CLEAN
+    column = pl.Series("content", values)
+    expected = [redact(v) for v in values]
+    assert redact_series(column).to_list() == expected
+    redacted, counts = redact_series_with_count(column)
+    assert counts.to_list() == [0 if v is None else redact_with_count(v)[1] for v in values]
+    assert secret_mask(column).to_list() == [v is not None and contains_secret(v) for v in values]
+    assert not secret_mask(redacted).any()
+    # the prefilter passes every text holding one (the fast path never skips a secret)
+    dirty = [v for v in values if v is not None and contains_secret(v)]
+    assert pl.Series(dirty).str.contains(PREFILTER_PATTERN).all()
+
+
+def test_password_words_of_other_languages_are_keywords() -> None:
+    for spelling in (
+        "passwort", "kennwort", "mot_de_passe", "motdepasse", "senha", "palavra_passe",
+        "wachtwoord", "lösenord", "passord", "adgangskode", "kodeord", "hasło", "haslo",
+        "şifre", "sifre", "пароль", "密码", "密碼", "パスワード", "비밀번호", "패스워드",
+        "clave", "parola",
+    ):  # fmt: skip
+        assert redaction._KEY_ONLY.fullmatch(spelling), spelling
+        assert redaction._kind_for_key(spelling) == "password", spelling
+        assert any(word in spelling for word in redaction._KEYWORD_GATE), spelling
+
+
+def test_an_ascii_text_is_searched_for_the_gates_it_can_open() -> None:
+    """The prefilter of ASCII texts leaves out gates that start with another character; on an
+    ASCII text it finds what the whole prefilter finds, where it finds it."""
+    texts = (
+        [c.text for c in CASES] + CLEAN + PGPASS_CLEAN + COOKIE_CLEAN + [t for t, _ in NEW_KINDS]
+    )
+    texts += [json.dumps({"content": t}) for t in texts]  # ensure_ascii: all of them ASCII
+    ascii_texts = [t.lower() for t in texts if t.isascii()]
+    assert len(ascii_texts) > 100
+    for text in ascii_texts:
+        whole, ascii_only = (
+            redaction._PREFILTER.search(text),
+            redaction._PREFILTER_ASCII.search(text),
+        )
+        assert (whole and whole.start()) == (ascii_only and ascii_only.start()), text
+    assert len(redaction._PREFILTER_ASCII.pattern) < len(redaction._PREFILTER.pattern)
+
+
+def test_redact_json_cuts_cookie_values_a_parsed_header_holds() -> None:
+    value = {
+        "url": "https://app.example.com/api",
+        "headers": {"Cookie": "sessionid=k9x2Qm7pL4; theme=dark", "Accept": "*/*"},
+        "entries": [
+            {"name": "set-cookie", "value": "SID=31d4d96e407aad42; Path=/; Secure; HttpOnly"},
+            {"name": "Accept-Language", "value": "en-US,en;q=0.9"},
+        ],
+        "cookies": [
+            {"name": "sessionid", "value": "k9x2Qm7pL4", "domain": ".example.com", "path": "/"}
+        ],
+        "env": [{"name": "DB_HOST", "value": "db.internal"}],  # no cookie: no domain, no path
+        "template": {"cookie": "session=${SESSION}"},
+    }
+    out = redact_json(value)
+    assert out["headers"] == {
+        "Cookie": "sessionid=[REDACTED:cookie]; theme=[REDACTED:cookie]",
+        "Accept": "*/*",
+    }
+    assert out["entries"] == [
+        {"name": "set-cookie", "value": "SID=[REDACTED:cookie]; Path=/; Secure; HttpOnly"},
+        {"name": "Accept-Language", "value": "en-US,en;q=0.9"},
+    ]
+    assert out["cookies"] == [
+        {"name": "sessionid", "value": "[REDACTED:cookie]", "domain": ".example.com", "path": "/"}
+    ]
+    assert out["env"] == value["env"] and out["template"] == value["template"]
+    assert redact_json(out) == out
+    assert not contains_secret(json.dumps(out))
+
+
+# --- linear time ------------------------------------------------------------------------------
+#
+# A landing line may hold a mebibyte; every gate, the prefilter and every detector run in time
+# linear in the text (tests never assert a time). What these tests hold is the design that
+# makes it so, and that it loses nothing.
+
+
+def _width(pattern: str) -> int:
+    """The most characters a regex can match (unbounded: 4294967294)."""
+    import re
+
+    return re._parser.parse(pattern).getwidth()[1]  # type: ignore[attr-defined]
+
+
+def test_every_gate_matches_within_a_bounded_width() -> None:
+    """A gate is tried at each place its literal starts (the prefilter, `_open_detectors`): an
+    unbounded repetition in it read the whole run at each place inside the run, so `key` *
+    21000 took 42 s. Every gate, each rest `_open_detectors` tries after a literal, and the
+    prefilters they make match within a bounded width."""
+    limit = 8 * redaction._GATE_RUN
+    for gate in redaction._GATES:
+        assert _width(gate) <= limit, gate
+    for by_literal in redaction._GATES_BY_FIRST.values():
+        for rests in by_literal.values():
+            for rest, _ in rests:
+                assert rest is None or _width(rest.pattern) <= limit, rest
+    for pattern in (
+        redaction._PREFILTER,
+        redaction._PREFILTER_ASCII,
+        redaction._GATE_SEARCH,
+        redaction._GATE_SEARCH_ASCII,
+    ):
+        assert _width(pattern.pattern) <= limit
+
+
+def test_bounded_gates_have_a_hatch_and_polars_reads_them_unbounded() -> None:
+    """A run the detector allows past `_GATE_RUN` still opens it (the hatch); Rust's regex,
+    linear whatever the pattern (and unable to compile `\\w{0,64}`), gets each gate in its
+    unbounded form, which it compiles."""
+    long_name = "x" * (redaction._GATE_RUN + 10)
+    assert redaction._PREFILTER.search(f"password_{long_name}=hunter2")
+    assert redaction._PREFILTER.search(f"--{long_name}-password")
+    assert redaction._PREFILTER.search(f"<{long_name}password")
+    assert f"{{{redaction._GATE_RUN + 1}}}" not in PREFILTER_PATTERN
+    assert pl.Series([f"{long_name}_password=x"]).str.contains(PREFILTER_PATTERN).all()
+
+
+def _old_key(text: str) -> str | None:
+    """The key regex before it took names whole (its result, kept to compare with)."""
+    import re
+
+    old = (
+        rf"(?:[\w.-]*?(?:{redaction._KW})[\w.-]*|[\w.-]*token"
+        rf"|(?:[\w.-]*[_.-])?(?:{redaction._WEAK_WORDS}))(?![\w.-])"
+    )
+    m = re.compile(rf"(?<![\w.-])(?:{old})", re.IGNORECASE).match(text)
+    return m.group() if m else None
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "password", "db_password", "DB_PASSWORD", "pw", "db_pw", "upward", "pw_hash", "pass",
+        "bypass", "bypassOrder", "hasLoaded", "hasło", "haslo_x", "passord", "passordet",
+        "passordx", "şifre", "şifreler", "密码", "密码是", "数据库密码", "access-key", "accesskey",
+        "max_tokens", "next_token", "tokenizer", "clave", "x.clave", "xclave", "parola",
+        "keypass", "key_pass", "api.key", "x" * 90 + "password", "pw" * 300, "key" * 100 + "!",
+        "x-", "", "token.", "a.token", "Contraseña", "contrasena", "mot_de_passe", "passwort2",
+    ],
+)  # fmt: skip
+def test_a_key_is_the_whole_name_holding_a_keyword(name: str) -> None:
+    """The key is looked ahead for, then taken whole: what the lazy form matched, in one pass
+    (it read a long name once per keyword in it)."""
+    for text in (name, f"{name}=x", f"{name}: x"):
+        new = redaction._ASSIGNMENT.match(text)
+        old = _old_key(text)
+        if old is not None and text[len(old) :].startswith(("=", ":")):
+            assert new is not None and new.group("key") == old, text
+        elif new is not None:
+            assert new.group("key") == old, text
+        assert bool(redaction._KEY_ONLY.fullmatch(name)) == (_old_key(name) == name)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "PASSWORD=" + "a" * 300 + " next",
+        "password=" + "password=" * 60 + "Hunter2RT",
+        "pw=" + "x,y" * 150,
+        "api_key=" + "A1b" * 100 + ")",
+        "DB_PASSWORD=" + "&" * 300,
+        "cookie: sid=" + "Zx9" * 120 + "; theme=dark",
+        "Passwort: " + "Hunter2RT" * 40,
+        "das Passwort ist " + "Zx9" * 100 + ".",
+    ],
+)
+def test_a_long_value_is_cut_whole(text: str) -> None:
+    """A value longer than `_VALUE_SCAN` characters runs to the end of its run (read once,
+    whichever key inside it asks) and is judged on its head: cut whole, nothing of it left."""
+    out = redact(text)
+    assert out is not None and "Zx9Zx9" not in out and "Hunter2RTH" not in out
+    assert "a" * 200 not in out and "A1bA1b" not in out and "&" * 200 not in out
+    assert redact(out) == out and not contains_secret(out)
+    assert redact_series(pl.Series([text])).to_list() == [out]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "PASSWORD=$(" + "cat /run/secrets/db " * 30 + ")",
+        "pwd=/" + "home/dev/" * 40,
+        "DB_PASSWORD=${{ " + "secrets.DB " * 40 + "}}",
+        "das Passwort ist /" + "srv/app/" * 40,
+    ],
+)
+def test_a_long_value_that_its_head_proves_no_secret_stays(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_value_ends_agree_with_the_whole_value_where_it_is_short() -> None:
+    """`_value_end` gives what `_balanced_len` of the whole value gave, for values up to
+    `_VALUE_SCAN` characters and where a closing bracket ends one before that."""
+    rng = random.Random(7)
+    alphabet = "ab1()[]{}=&;,x "
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 400)))
+        run = redaction._VALUE_RUN.match(text).end()  # type: ignore[union-attr]
+        whole = redaction._balanced_len(text[:run])
+        end, long = redaction._value_end(text, 0, redaction._VALUE_RUN)
+        if not long:
+            assert end == whole, text
+        else:
+            assert run > redaction._VALUE_SCAN and end == run >= whole, text
+
+
+def test_atoms_are_found_by_bisection_as_by_a_scan() -> None:
+    rng = random.Random(3)
+    for _ in range(2000):
+        atoms, pos = [], 0
+        for _ in range(rng.randint(0, 6)):
+            start = pos + rng.randint(0, 5)
+            pos = start + rng.randint(1, 6)
+            atoms.append((start, pos))
+        lo, hi = sorted(rng.randint(0, pos + 3) for _ in range(2))
+        start, end = sorted(rng.randint(lo, hi) for _ in range(2))
+        scan = any(s < lo < e or s < hi < e or (s < end and start < e) for s, e in atoms)
+        assert redaction._touches_an_atom(atoms, lo, hi, start, end) == scan
+        inside = [e for s, e in atoms if lo <= s < hi]
+        assert redaction._last_atom_in(atoms, lo, hi) == (inside[-1] if inside else 0)
+
+
+def test_memos_answer_what_a_scan_answers() -> None:
+    """`_escapes_next`, `_line_start`, `_run_end` and `_first_after` remember what they read in
+    the last text; asked in any order, they answer as a fresh scan would."""
+    import re
+
+    rng = random.Random(11)
+    run = re.compile(r"[ab]*")
+    flag = re.compile(r"(?<![a-z])-p")
+    for _ in range(300):
+        text = "".join(rng.choice("ab\\\n -pc") for _ in range(rng.randint(0, 120)))
+        for _ in range(40):
+            i = rng.randint(0, len(text))
+            backslashes = len(text[:i]) - len(text[:i].rstrip("\\"))
+            assert redaction._escapes_next(text, i) == (backslashes % 2 == 1), (text, i)
+            assert redaction._line_start(text, i) == text.rfind("\n", 0, i) + 1
+            assert redaction._run_end(run, text, i) == run.match(text, i).end()  # type: ignore[union-attr]
+            found, fresh = redaction._first_after(flag, text, i), flag.search(text, i)
+            assert (found and found.span()) == (fresh and fresh.span()), (text, i)
+    long_line = "x" * 10_000 + "\n" + "y" * 10_000
+    assert redaction._line_start(long_line, 15_000) == 10_001
+    assert redaction._line_start(long_line, 5_000) == 0
+
+
+def test_lowering_keeps_the_length() -> None:
+    """Anchored detectors look up where to start in the lowered text: `İ` lowers to two
+    characters, which sent them back to a search of every position (quadratic)."""
+    text = "İstanbul DB_PASSWORD=Hunter2RT İ"
+    assert len(redaction._lower(text)) == len(text)
+    assert redaction._lower(text) == text.replace("İ", "i").lower()
+    assert redact(text) == "İstanbul DB_PASSWORD=[REDACTED:password] İ"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "curl -H 'X: -b a=b' -b 'sid=Qm7pL4; csrf=Zx9Ab2' https://app.example.com",
+            "curl -H 'X: -b a=b' -b 'sid=[REDACTED:cookie]; csrf=[REDACTED:cookie]'"
+            " https://app.example.com",
+        ),
+        (
+            "curl https://x.example.com/a?b=1&c=2 -b sid=Qm7pL4",
+            "curl https://x.example.com/a?b=1&c=2 -b sid=[REDACTED:cookie]",
+        ),
+        ("curl x\n -b sid=Qm7pL4", "curl x\n -b sid=Qm7pL4"),  # another command
+    ],
+)
+def test_every_cookie_flag_after_curl_on_its_line_is_read(text: str, expected: str) -> None:
+    """Each `-b` after a `curl` on its (continued) line is read: one inside a quoted word no
+    longer hides the real one, nor does a `&` in an unquoted URL."""
+    assert redact(text) == expected
+
+
+def test_a_line_of_dashes_opens_no_flag_gate_and_a_long_flag_still_does() -> None:
+    """The flag gate takes dashes whole before a word: a rule of dashes (in most source
+    files) is no candidate, and costs each place one run; a flag behind many dashes is cut."""
+    assert redaction._PREFILTER.search("# " + "-" * 90) is None
+    assert redact("run --" + "-" * 90 + "password Hunter2RT9 now") == (
+        "run --" + "-" * 90 + "password [REDACTED:password] now"
+    )
+
+
+def test_an_email_after_a_json_escape_is_found_where_a_search_would() -> None:
+    """The local part may start right after a `\\uXXXX` escape's backslash, where the walk
+    back from `@` reached another `@` (a search of every position found it there)."""
+    assert redact("@x\\u0070ay@example.com") == "@x[REDACTED:email]"
+    assert redact("mail \\u0070ay@example.com now") == "mail [REDACTED:email] now"

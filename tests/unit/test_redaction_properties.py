@@ -17,6 +17,7 @@ prefixes x suffixes, every combination (a stride of them by default).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -27,12 +28,17 @@ import string
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 import pytest
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from schemas import redaction as _r
 from schemas.redaction import (
     PLACEHOLDER_PATTERN,
     contains_secret,
@@ -173,6 +179,7 @@ class Placed:
     text: str
     secret: str
     kept: tuple[str, ...] = field(default=())
+    more: tuple[str, ...] = field(default=())  # other secrets of the text, gone as well
 
 
 WORDS = st.sampled_from(
@@ -262,10 +269,18 @@ def password_placements(draw: st.DrawFn) -> Placed:
                 "db_password_flag_eq",
                 "query_param",
                 "python_kwarg",
+                "pgpass_line",
+                "pgpass_file",
+                "prose_intl",
+                "prose_intl_quoted",
             ]
         )
     )
     word = draw(WORDS)
+    if where.startswith("pgpass"):
+        return draw(pgpass_placements(where))
+    if where.startswith("prose_intl"):
+        return draw(intl_prose_placements(where == "prose_intl_quoted"))
     if where == "url":
         pw = draw(_password(URL_USERINFO).filter(lambda p: "@" not in p[-1:] and _not_template(p)))
         host, port, path, query = (
@@ -487,16 +502,180 @@ def other_placements(draw: st.DrawFn) -> Placed:
     return Placed(which, head + sig, sig, (head,))
 
 
-PLACEMENTS = st.one_of(password_placements(), token_placements(), other_placements())
+# --- .pgpass lines ---------------------------------------------------------------------------
+
+PG_HOSTS = st.sampled_from(
+    ["db", "db.internal", "10.0.0.5", "pg-1.acme.io", "localhost", "*", "/var/run/postgresql",
+     r"fe80\:\:1", "postgres"]
+)  # fmt: skip
+PG_PORTS = st.one_of(st.sampled_from(["5432", "6432", "*"]), st.integers(1, 65535).map(str))
+PG_DBS = st.sampled_from(["payments", "app_db", "*", "my-db", "analytics_2024", r"odd\:name"])
+PG_USERS = st.sampled_from(["app", "postgres", "*", "svc_payments", "replicator", "read.only"])
+# One word: no space, no unescaped colon or backslash (`\:` and `\\` are drawn in).
+PG_WORD = _no(" :\\")
+
+
+@st.composite
+def _pg_password(draw: st.DrawFn, alphabet: str) -> str:
+    pw = draw(_password(alphabet).filter(lambda p: p[0] not in "/~." and _not_template(p)))
+    at = draw(st.integers(0, len(pw)))
+    return pw[:at] + draw(st.sampled_from(["", r"\:", "\\\\"])) + pw[at:]
+
+
+@st.composite
+def pgpass_placements(draw: st.DrawFn, where: str = "pgpass_line") -> Placed:
+    """A pgpass line: only its password goes, its first four fields stay as written."""
+    head = f"{draw(PG_HOSTS)}:{draw(PG_PORTS)}:{draw(PG_DBS)}:{draw(PG_USERS)}:"
+    if where == "pgpass_line":  # no word `pgpass` around: one word that looks like a password
+        pw = draw(_pg_password(PG_WORD))
+        word = draw(WORDS)
+        return Placed(
+            where, f"# {word}\n{head}{pw}\nnext line", pw, (f"# {word}\n{head}", "\nnext")
+        )
+    # a pgpass file shown: the password is the rest of its line, spaces and colons included
+    pw = draw(_pg_password(_no("\\")).filter(lambda p: p == p.strip()))
+    first = draw(_pg_password(PG_WORD))
+    text = f"$ cat ~/.pgpass\nlocalhost:5432:*:postgres:{first}\n{head}{pw}\n"
+    kept = ("$ cat ~/.pgpass\nlocalhost:5432:*:postgres:", f"\n{head}")
+    return Placed(where, text, pw, kept, more=(first,))
+
+
+# --- cookies ----------------------------------------------------------------------------------
+
+# RFC 6265's cookie-octet, less the quotes the shell and JSON samples stand in.
+COOKIE_OCTETS = "".join(c for c in PRINTABLE if c not in " \",;\\'`")
+COOKIE_SHELL_BARE = "".join(c for c in COOKIE_OCTETS if c in SHELL_BARE)
+COOKIE_NAMES = ["sessionid", "csrftoken", "_ga", "JSESSIONID", "__Host-session", "sid",
+                "remember_me", "auth_token", "XSRF-TOKEN", "_gh_sess", "PHPSESSID"]  # fmt: skip
+COOKIE_ATTRIBUTES = ["Path=/", "HttpOnly", "Secure", "Max-Age=3600", "SameSite=Lax",
+                     "Expires=Wed, 21 Oct 2026 07:28:00 GMT", "SameSite=None",
+                     "Domain=.example.com", "Priority=High", "Partitioned"]  # fmt: skip
+
+
+def _cookie_value(rng: random.Random, alphabet: str = COOKIE_OCTETS) -> str:
+    while True:
+        value = _mixed(rng, rng.randint(8, 48), alphabet)
+        if _not_template(value):
+            return value
+
+
+@dataclass(frozen=True)
+class CookieText:
+    where: str
+    text: str
+    values: tuple[str, ...]
+    kept: tuple[str, ...]  # names and attributes, with what stands around them
+
+
+@st.composite
+def cookie_texts(draw: st.DrawFn) -> CookieText:
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    where = draw(
+        st.sampled_from(
+            ["header_curl", "header_raw", "set_cookie", "set_cookie_joined", "curl_b",
+             "curl_b_bare", "devtools_curl", "fetch_json", "har", "cookies_txt"]
+        )
+    )  # fmt: skip
+    names = draw(st.lists(st.sampled_from(COOKIE_NAMES), min_size=1, max_size=4, unique=True))
+    if where == "set_cookie_joined":
+        names = [n.lower() for n in names]  # `XSRF-TOKEN=x,` reads as an env line's `x,`
+    bare = where == "curl_b_bare"
+    values = [_cookie_value(rng, COOKIE_SHELL_BARE if bare else COOKIE_OCTETS) for _ in names]
+    if bare:
+        names, values = names[:1], values[:1]
+    attributes = draw(st.lists(st.sampled_from(COOKIE_ATTRIBUTES), max_size=4, unique=True))
+    pairs = [f"{n}={v}" for n, v in zip(names, values, strict=True)]
+    cookie = "; ".join(pairs)
+    if where in ("set_cookie", "set_cookie_joined"):
+        one = [f"Set-Cookie: {'; '.join([p, *attributes])}" for p in pairs]
+        if where == "set_cookie":
+            text = "HTTP/1.1 200 OK\r\n" + "\r\n".join(one) + "\r\nContent-Length: 0\r\n"
+        else:
+            text = "set-cookie: " + ", ".join("; ".join([p, *attributes]) for p in pairs)
+        kept = (*(f"{n}=" for n in names), *(f"; {a}" for a in attributes))
+        return CookieText(where, text, tuple(values), kept)
+    text = {
+        "header_curl": f"curl -s -H 'Cookie: {cookie}' https://app.example.com/api/me",
+        "header_raw": f"GET /api/me HTTP/1.1\r\nHost: app.example.com\r\nCookie: {cookie}\r\n\r\n",
+        "curl_b": f'curl -b "{cookie}" https://app.example.com/api/me',
+        "curl_b_bare": f"curl -sS -b {cookie} https://app.example.com/api/me",
+        "devtools_curl": "curl 'https://app.example.com/api/me' \\\n"
+        "  -H 'accept-language: en-US,en;q=0.9' \\\n"
+        f"  -b '{cookie}' \\\n  -H 'user-agent: Mozilla/5.0'",
+        "fetch_json": json.dumps({"headers": {"accept": "*/*", "cookie": cookie}}),
+        "har": json.dumps({"headers": [{"name": "Cookie", "value": cookie}]}),
+        "cookies_txt": "# Netscape HTTP Cookie File\n"
+        + "".join(
+            f"{'#HttpOnly_' if i % 2 else ''}.example.com\tTRUE\t/\tFALSE\t1767225600\t{n}\t{v}\n"
+            for i, (n, v) in enumerate(zip(names, values, strict=True))
+        ),
+    }[where]
+    sep = "\t" if where == "cookies_txt" else "="
+    return CookieText(where, text, tuple(values), tuple(f"{n}{sep}" for n in names))
+
+
+@st.composite
+def cookie_placements(draw: st.DrawFn) -> Placed:
+    c = draw(cookie_texts())
+    return Placed(f"cookie_{c.where}", c.text, c.values[0], c.kept, more=c.values[1:])
+
+
+# --- passwords stated in prose, beyond English -----------------------------------------------
+
+# (before the password, after it): a copula of the language or a colon, then the value.
+INTL_LEADS = [
+    ("das Passwort ist ", " und es geht."),
+    ("Das Kennwort lautet: ", " (neu)"),
+    ("das Passwort für die Datenbank ist jetzt ", " und es geht."),
+    ("le mot de passe est ", " et ça marche."),
+    ("le mot de passe de l'admin est ", " et ça marche."),
+    ("mi contraseña es ", " y funciona."),
+    ("la contraseña de producción es ", " y funciona."),
+    ("a senha é ", " e funciona."),
+    ("het wachtwoord is ", " en het werkt."),
+    ("lösenordet är ", " och det fungerar."),
+    ("passordet er ", " og det virker."),
+    ("adgangskoden er ", " og det virker."),
+    ("hasło do bazy to ", " i działa."),
+    ("пароль от базы — ", " и всё работает."),
+    ("пароль це ", " і все працює."),
+    ("veritabanı şifresi: ", " ve çalışıyor."),
+    ("数据库密码是", "，请勿外传。"),
+    ("パスワードは", "です。"),
+    ("비밀번호는 ", "입니다."),
+]
+INTL_QUOTES = [("« ", " »"), ("„", "“"), ("“", "”"), ("'", "'"), ('"', '"'), ("「", "」")]
+
+
+@st.composite
+def intl_prose_placements(draw: st.DrawFn, quoted: bool = False) -> Placed:
+    before, after = draw(st.sampled_from(INTL_LEADS))
+    if quoted:
+        opening, closing = draw(st.sampled_from(INTL_QUOTES))
+        pw = draw(_password(_no(closing)).filter(lambda p: p == p.strip() and _not_template(p)))
+        text = f"{before}{opening}{pw}{closing}{after}"
+        return Placed("prose_intl_quoted", text, pw, (f"{before}{opening}", f"{closing}{after}"))
+    pw = draw(
+        _password(_no(" \"'`\\")).filter(
+            lambda p: p[-1] not in ".,;:!?)]}>" and p[0] not in "([<{/~." and _not_template(p)
+        )
+    )
+    return Placed("prose_intl", f"{before}{pw}{after}", pw, (before, after))
+
+
+PLACEMENTS = st.one_of(
+    password_placements(), token_placements(), other_placements(), cookie_placements()
+)
 
 
 # --- invariants -------------------------------------------------------------------------------
 
 
 def _assert_gone(out: str, p: Placed) -> None:
-    assert p.secret not in out, (p.where, out)
-    if len(p.secret) >= 20:  # a token went whole, not a prefix of it
-        assert p.secret[-8:] not in out, (p.where, out)
+    for secret in (p.secret, *p.more):
+        assert secret not in out, (p.where, secret, out)
+        if len(secret) >= 20:  # a token went whole, not a prefix of it
+            assert secret[-8:] not in out, (p.where, out)
 
 
 def _assert_redaction_holds(p: Placed) -> str:
@@ -668,6 +847,102 @@ def test_clean_ids_come_back_unchanged(value: str) -> None:
     assert redact_id(value) == value
 
 
+# --- what the new kinds keep ------------------------------------------------------------------
+
+_ANY_PLACEHOLDER = r"\[REDACTED:[a-z0-9_]+\]"
+
+
+@SETTINGS
+@given(PG_HOSTS, PG_PORTS, PG_DBS, PG_USERS, st.booleans(), st.data())
+def test_a_pgpass_line_keeps_its_first_four_fields(
+    host: str, port: str, db: str, user: str, said: bool, data: st.DataObject
+) -> None:
+    """Only the password field goes: host, port, database and user stay as written (escapes
+    included); where the text says pgpass, the password is the rest of the line."""
+    head = f"{host}:{port}:{db}:{user}:"
+    if said:
+        pw = data.draw(_pg_password(_no("\\")).filter(lambda p: p == p.strip()))
+        text, before, after = f"$ cat ~/.pgpass\n{head}{pw}\n", "$ cat ~/.pgpass\n", "\n"
+    else:
+        pw = data.draw(_pg_password(PG_WORD))
+        text, before, after = f"{head}{pw}", "", ""
+    out = redact(text)
+    assert out is not None
+    assert re.fullmatch(re.escape(before + head) + _ANY_PLACEHOLDER + re.escape(after), out), out
+    assert redact(out) == out and not contains_secret(out)
+
+
+@SETTINGS
+@given(cookie_texts())
+def test_a_cookie_text_keeps_names_and_attributes(c: CookieText) -> None:
+    """Every cookie value goes and nothing else does: names, attributes (`Path=/; HttpOnly;
+    Expires=...`), separators and the command or document around them stay."""
+    out = redact(c.text)
+    assert out is not None
+    expected = c.text
+    for value in c.values:
+        expected = expected.replace(value, "[REDACTED:cookie]")
+    assert PLACEHOLDER_PATTERN.sub("[REDACTED:cookie]", out) == expected, (c.where, out)
+    assert redact(out) == out and not contains_secret(out)
+
+
+@SETTINGS
+@given(
+    st.lists(st.sampled_from(COOKIE_NAMES), min_size=1, max_size=4, unique=True),
+    st.integers(0, 2**32),
+    st.sampled_from(["Cookie", "cookie", "Set-Cookie", "set-cookie"]),
+)
+def test_redact_json_cuts_the_values_of_parsed_cookies(
+    names: list[str], seed: int, header: str
+) -> None:
+    """Parsed, a cookie has no header around it in the text: a headers mapping, a HAR header
+    entry and cookie objects still lose their values, never their names."""
+    rng = random.Random(seed)
+    values = [_cookie_value(rng) for _ in names]
+    if header.lower() == "set-cookie":
+        names, values = names[:1], values[:1]
+        cookie = f"{names[0]}={values[0]}; Path=/; HttpOnly"
+    else:
+        cookie = "; ".join(f"{n}={v}" for n, v in zip(names, values, strict=True))
+    doc = {
+        "headers": {header: cookie, "accept": "*/*"},
+        "entries": [{"name": header, "value": cookie}],
+        "cookies": [
+            {"name": n, "value": v, "domain": ".example.com", "path": "/"}
+            for n, v in zip(names, values, strict=True)
+        ],
+    }
+    out = redact_json(doc)
+    stored = json.dumps(out)
+    for value in values:
+        assert value not in stored, stored
+    for name in names:
+        assert f"{name}=" in out["headers"][header] and f'"name": "{name}"' in stored
+    assert redact_json(out) == out and not contains_secret(stored)
+
+
+# Words in the scripts of the languages the prose rule reads, as prose writes them.
+PLAIN_WORDS = st.text(
+    alphabet=st.sampled_from(
+        "abcdefghijklmnopqrstuvwxyzäöüßéèàçñãåøæłśżąęışğабвгдежзиклмнопрстуфхцчшщыьэюяєії"
+    ),
+    min_size=1,
+    max_size=16,
+)
+
+
+@SETTINGS
+@given(st.sampled_from(INTL_LEADS), PLAIN_WORDS, st.sampled_from(["lower", "title", "upper"]))
+def test_prose_beyond_english_needs_a_value_that_looks_like_a_password(
+    lead: tuple[str, str], word: str, case: str
+) -> None:
+    """ "das Passwort ist erforderlich", "пароль — обязательное": a plain word is no password,
+    in any of these languages, whatever its case."""
+    before, after = lead
+    text = f"{before}{getattr(word, case)()}{after}"
+    assert redact(text) == text
+
+
 # --- the red team's offline shape: carriers x prefixes x suffixes ----------------------------
 
 _R = random.Random(20261201)
@@ -704,6 +979,13 @@ for _i, _pw in enumerate(_PW):
         (f"docker{_i}", f"docker login -u bot -p '{_pw}' r.io"),
         (f"curl{_i}", f"curl -u 'admin:{_pw}' https://api"),
         (f"flag{_i}", f"deploy --db-password '{_pw}' --yes"),
+        (f"pgpass{_i}", "db:5432:pay:app:" + _pw.replace("\\", "\\\\").replace(":", "\\:")),
+        (f"pgpassfile{_i}", f"# ~/.pgpass\n*:*:*:app:{_pw}"),
+        (f"cookie{_i}", f"Cookie: sid={_pw}; theme=dark"),
+        (f"setcookie{_i}", f"Set-Cookie: sid={_pw}; Path=/; HttpOnly"),
+        (f"cookiestxt{_i}", f".example.com\tTRUE\t/\tFALSE\t0\tsid\t{_pw}"),
+        (f"prose_de{_i}", f"das Passwort ist {_pw}"),
+        (f"prose_zh{_i}", f"密码是{_pw}"),
     ]
 PREFIXES = [
     "",
@@ -769,3 +1051,216 @@ def test_every_combination_as_a_clipped_record(limit: int) -> None:
         raw = json.dumps({"content": prefix + carrier + suffix}).replace("/", "\\/")
         out = redact_record(raw, limit)
         assert len(out) <= limit and not contains_secret(out), (raw, out)
+
+
+# --- linear time: the bounded gates and the one-pass detectors lose nothing -------------------
+#
+# Gates match within a bounded width (a long run opens them through a hatch), and detectors
+# whose matches read a run again from each start inside it are found in one pass
+# (`schemas/redaction.py`, "linear time"). These check that each rewrite finds what the form
+# before it found (tests assert no time).
+
+_LONG = _r._GATE_RUN + 6  # past every gate's bound
+
+
+@SETTINGS
+@given(st.data())
+def test_a_bounded_gate_is_implied_by_its_unbounded_form(data: st.DataObject) -> None:
+    """Whatever the unbounded gate (a necessary condition of its detectors, and what polars
+    reads) matches, the bounded one matches too: within the bound, or through its hatch."""
+    gate = data.draw(st.sampled_from([g for g in _r._GATES if g != _r._unbounded(g)]))
+    unbounded = _r._unbounded(gate)
+    if data.draw(st.booleans()):  # runs past the bound, where only a hatch matches
+        unbounded = re.sub(r"\{(\d+),\}", f"{{{_LONG},{2 * _LONG}}}", unbounded)
+    text = data.draw(st.from_regex(unbounded))
+    assert re.search(gate, text), (gate, text)
+
+
+@st.composite
+def long_run_placements(draw: st.DrawFn) -> Placed:
+    """A secret whose gate opens only through a hatch: a name, blanks or a field longer than
+    the gate's bound before the operator, flag or value."""
+    pad = draw(st.integers(_LONG, 3 * _LONG))
+    pw = draw(_password(ALNUM, min_size=8))
+    shapes = [
+        (f"{'x' * pad}_password={pw}", f"{'x' * pad}_password="),
+        (f"db.{'conn_' * (pad // 5)}password = {pw};", "db."),
+        (f"password{' ' * pad}= {pw}", "password"),
+        (f"api_key{chr(9) * pad}: {pw}", "api_key"),
+        (f"run --{'x' * pad}-password {pw} now", "run --"),
+        (f"<{'x' * pad}password>{pw}</{'x' * pad}password>", f"<{'x' * pad}password>"),
+        (f"ENV{' ' * pad}DB_PASSWORD {pw}", "ENV"),
+        (f"docker login{' -u bot' * (pad // 7)} -p {pw} registry.io", "docker login"),
+        (f"echo {pw}{' ' * pad}| sudo -S true", "echo "),
+        (f"CREATE USER app IDENTIFIED{' ' * pad}BY '{pw}'", "CREATE USER app"),
+        (f"curl -b{' ' * pad}sid={pw} https://x.example.com", "curl -b"),
+        (f"Cookie{' ' * pad}: sid={pw}", "Cookie"),
+        (f"h.example.com:5432:{'d' * pad}:app:{pw}  # ~/.pgpass", "h.example.com:5432:"),
+        (f"see https://{'u' * pad}:{pw}@db.example.com/x", f"https://{'u' * pad}:"),
+        (f"mail {'a' * 3}@{'b' * pad}.example.com now", "mail "),
+    ]
+    text, kept = draw(st.sampled_from(shapes))
+    secret = pw if "@b" not in text else text.split(" ")[1]
+    return Placed("long_run", text, secret, (kept,))
+
+
+@SETTINGS
+@given(long_run_placements())
+def test_a_run_past_a_gate_bound_still_opens_it(p: Placed) -> None:
+    assert contains_secret(p.text), p
+    out = _assert_redaction_holds(p)
+    assert redact_series(pl.Series([p.text, out])).to_list() == [out, out]
+
+
+def _groups(m: Any) -> tuple[Any, ...] | None:
+    if m is None:
+        return None
+    names = (
+        {**m.head.re.groupindex, **m.flag.re.groupindex} if hasattr(m, "head") else m.re.groupindex
+    )
+    return tuple(
+        (name, m.span(name) if m.group(name) is not None else None) for name in sorted(names)
+    )
+
+
+_SCAN_WORDS = (
+    "sshpass", "redis-cli", "docker", "podman", "login", "mongo", "mongodump", "sqlcmd",
+    "ldapsearch", "zip", "unzip", "7z", "7za", "mysql", "openssl", "htpasswd", "rabbitmqctl",
+    "add_user", "gh", "secret", "set", "smbclient", "curl", "-p", "-pX1", "-P", "-a", "--pass",
+    "-w", "-k", "-pass", "pass:X1", "-bBb", "-U", "a%b", "--body", "-u", "--user", "a:b",
+    "'a:b c'", '"a:b"', "'x y'", '"x\\"y"', "key=\"DbPassword\"", "name='pw'", "value='v1'",
+    'value="V2"', "|", ";", "&", "\n", "<", ">", "x", "Y9", "-", "\\", "'", '"', "=",
+)  # fmt: skip
+SCAN_TEXTS = st.lists(
+    st.tuples(st.sampled_from(_SCAN_WORDS), st.sampled_from([" ", "\t", "", "  "])),
+    max_size=14,
+).map(lambda parts: "".join(w + s for w, s in parts))
+
+
+@SETTINGS
+@given(SCAN_TEXTS)
+def test_a_scan_finds_what_its_one_regex_found(text: str) -> None:
+    """Commands, `curl -u` and `key="..." ... value="..."` are found as a `_Scan` (the first
+    flag after the head, read once for all heads before it): the same match, group for group,
+    as the regex with its lazy middle, at every start."""
+    lowered = _r._lower(text)
+    for d in _r._DETECTORS:
+        if d.scan is None:
+            continue
+        for pos in d.starts(text, lowered):  # type: ignore[misc]
+            assert _groups(d.scan.match(text, pos)) == _groups(d.pattern.match(text, pos)), (
+                d.pattern.pattern[:40],
+                text,
+                pos,
+            )
+
+
+def _spans_of(d: Any, text: str) -> set[tuple[int, int]]:
+    return {(s, e) for s, e, _, _ in d.find(text, _r._lower(text), _r._atoms(text))}
+
+
+def _covered(inner: set[tuple[int, int]], outer: set[tuple[int, int]]) -> bool:
+    return all(any(s <= a and b <= e for s, e in outer) for a, b in inner)
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.sampled_from(
+            ["curl", "-b", "--cookie", "--cookie=", "'a=B1; c=D2'", '"s=T3"', "sid=Q4",
+             "cookies.txt", "-H", "'X: -b a=b'", "|", ";", "&", "\\\n", "\n", "x", "https://h"]
+        ),
+        max_size=12,
+    ).map(" ".join)
+)  # fmt: skip
+def test_curl_cookies_found_in_one_pass_hold_what_the_regex_found(text: str) -> None:
+    """Each `-b`/`--cookie` after a `curl` on its (continued) line is read, quoted words and
+    `|`, `;`, `&` included: every value the one regex (a lazy middle from `curl`) cut is
+    still cut."""
+    d = next(d for d in _r._DETECTORS if d.pattern is _r._CURL_COOKIE_FLAG_RE)
+    regex = dataclasses.replace(
+        d,
+        pattern=_r._CURL_COOKIE,
+        starts=_r._at("curl", before=r"\b"),
+        refine_all=_r._curl_cookie_spans,
+    )
+    assert _covered(_spans_of(regex, text), _spans_of(d, text)), text
+
+
+def _jwt(rng: random.Random) -> str:
+    head = base64.urlsafe_b64encode(b'{"alg":"HS256"}').rstrip(b"=").decode()
+    body = base64.urlsafe_b64encode(b'{"sub":"1"}').rstrip(b"=").decode()
+    return f"{head}.{body}.{_chars(rng, 20, ALNUM)}"
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.sampled_from(
+            ["eyJ", "eyJx", "JWT", "sk-", "x", ".", " ", "=", "-", "T3BlbkFJ", "a" * 20]
+        ),
+        max_size=16,
+    ),
+    st.integers(0, 2**32),
+)
+def test_library_patterns_found_from_fewer_starts_find_what_a_search_found(
+    parts: list[str], seed: int
+) -> None:
+    """The JWT pattern tried at the first `_JWT_TRIES` `eyJ` of a run, OpenAI's legacy pattern
+    at the first `sk-` of a run: the spans a search of every position gave (within those tries);
+    npm's token after each `/:_authToken=`: at least what the library's line pattern cut."""
+    rng = random.Random(seed)
+    text = "".join(p if p != "JWT" else _jwt(rng) for p in parts)
+    by_pattern = {d.pattern.pattern: d for d in _r._DETECTORS}
+    for plugin in (JwtTokenDetector, OpenAIDetector):
+        d = by_pattern[plugin.denylist[0].pattern]
+        assert _spans_of(d, text) == _spans_of(dataclasses.replace(d, starts=None), text), text
+    npm_text = f"//registry.npmjs.org/:_authToken={text} //r/:_authToken=npm_{rng.randint(0, 9)}Ab"
+    library = _r._Detector(
+        "npm_token", NpmDetector.denylist[0], ("",), groups=(1,), clip=_r._TOKEN_TAIL
+    )
+    found = set().union(*(_spans_of(d, npm_text) for d in _r._DETECTORS if d.kind == "npm_token"))
+    assert _covered(_spans_of(library, npm_text), found), npm_text
+
+
+@SETTINGS
+@given(st.text(alphabet="ab_P1 \t\r=\u00a0«»", max_size=40))
+def test_rewritten_value_patterns_match_as_before(text: str) -> None:
+    """Greedy forms of lazy values (a lazy value tried the blanks after it at each of its
+    characters): the Dockerfile `ENV` value and the « » value match as before; the variable
+    name check takes names whole and matches as before."""
+    old_env = re.compile(r"[^\s=][^\n]*?[ \t]*$", re.MULTILINE)
+    new_env = re.compile(r"[^\s=](?:[^\n]*[^ \t\n])?[ \t]*$", re.MULTILINE)
+    for pos in range(len(text) + 1):
+        old, new = old_env.match(text, pos), new_env.match(text, pos)
+        assert (old and old.span()) == (new and new.span()), (text, pos)
+    sp = "[ \t\u00a0]"
+    old_quote = re.compile(rf"«{sp}*(?P<v>[^»\n]*?){sp}*»")
+    new_quote = re.compile(rf"«{sp}*(?P<v>(?:[^«»\n]*[^«»\n \t\u00a0])?){sp}*»")
+    for pos in range(len(text)):
+        old, new = old_quote.match(text, pos), new_quote.match(text, pos)
+        if old is not None and "«" not in old.group("v"):  # an inner « ends it now
+            assert new is not None and new.span("v") == old.span("v"), (text, pos)
+    old_var = re.compile(r"[A-Za-z_]*(?:pass|pwd|secret|token|key|credential)[A-Za-z_]*", re.I)
+    for word in (text, text.replace(" ", "pass"), text.replace("a", "Key")):
+        assert bool(old_var.fullmatch(word)) == bool(_r._SECRET_NAMED_VARIABLE.fullmatch(word))
+
+
+# Hostile shapes: at a size where the quadratic forms took seconds each, redaction keeps its
+# invariants. No time is asserted.
+HOSTILE = [
+    "-", "key", "pw", "token", "pass", "secret", "密码是", "パスワードは", "pw=", "password=",
+    "PASSWORD=$(", "password='", "Passwort:", "Passwort: «", "密码：“", "env ", "<token ",
+    "Set-Cookie: a=b; ", "cookie:a=", "zip ", "curl ", "eyJ", "sk-", "AKIA", "a@a.",
+    "-----BEGIN PRIVATE KEY-----[REDACTED]", "\\u0070assword=", "İkey=", ":1:", "@x\\u0041",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("unit", HOSTILE)
+def test_hostile_repetitions_keep_the_invariants(unit: str) -> None:
+    text = (unit * (20_000 // len(unit) + 1))[:20_000]
+    out = redact(text)
+    assert out is not None
+    assert redact(out) == out
+    assert not contains_secret(out)
+    assert redact_series(pl.Series([text])).to_list() == [out]
