@@ -9,6 +9,7 @@ status=0
 run() { echo "== $*"; "$@" || { echo "!! failed: $*"; status=1; }; }
 run env POLARS_MAX_THREADS=1 $PY bench/bench_validation.py
 run env POLARS_MAX_THREADS=1 $PY bench/bench_redaction.py
+run env POLARS_MAX_THREADS=1 $PY bench/bench_redaction_adversarial.py
 run $PY bench/bench_embedding_sweep.py
 run $PY bench/bench_graph_sync.py --gremlin-url "${MEMFLOW_GREMLIN_URL:-ws://127.0.0.1:18182/gremlin}"
 run $PY bench/bench_latency.py

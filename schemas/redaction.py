@@ -79,7 +79,8 @@ time" below). What that changed: an unquoted value longer than 256 characters is
 judged on its head (a command substitution, a path or a working directory stays); a value in
 typographic quotes holds no opening quote of its kind (``“a “b”`` is no value); each ``-b``
 or ``--cookie`` after ``curl`` on its continued line is read; npm's token after every
-``/:_authToken=``; a JWT at the first 16 ``eyJ`` of a run.
+``/:_authToken=``; a JWT at the first 16 ``eyJ`` of a run. ``bench/bench_redaction_adversarial.py``
+times every gate's literal and keyword, and chains of matches, repeated to n and 4n characters.
 
 Helpers for ingestion: ``redact_record`` (a rejected raw line, clipped after redaction) and
 ``redact_id`` (id-like fields: a secret inside an id is replaced, and the id stays unique).

@@ -1474,8 +1474,8 @@ def test_redact_json_cuts_cookie_values_a_parsed_header_holds() -> None:
 # --- linear time ------------------------------------------------------------------------------
 #
 # A landing line may hold a mebibyte; every gate, the prefilter and every detector run in time
-# linear in the text (tests never assert a time). What these tests hold is the design that
-# makes it so, and that it loses nothing.
+# linear in the text (`bench/bench_redaction_adversarial.py` times them; tests never assert a
+# time). What these tests hold is the design that makes it so, and that it loses nothing.
 
 
 def _width(pattern: str) -> int:

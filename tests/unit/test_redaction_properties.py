@@ -1246,8 +1246,9 @@ def test_rewritten_value_patterns_match_as_before(text: str) -> None:
         assert bool(old_var.fullmatch(word)) == bool(_r._SECRET_NAMED_VARIABLE.fullmatch(word))
 
 
-# Hostile shapes: at a size where the quadratic forms took seconds each, redaction keeps its
-# invariants. No time is asserted.
+# Hostile shapes (families of `bench/bench_redaction_adversarial.py`, which times them): at a
+# size where the quadratic forms took seconds each, redaction keeps its invariants. No time is
+# asserted.
 HOSTILE = [
     "-", "key", "pw", "token", "pass", "secret", "密码是", "パスワードは", "pw=", "password=",
     "PASSWORD=$(", "password='", "Passwort:", "Passwort: «", "密码：“", "env ", "<token ",
