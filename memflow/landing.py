@@ -108,6 +108,9 @@ PARQUET_SUFFIX = ".parquet"
 LANDING_SUFFIXES = (JSONL_SUFFIX, PARQUET_SUFFIX)
 MAX_LINE_BYTES = 1 << 20
 UPSERT_TOOL = "upsert_graph_triples"
+# A turn that takes facts out of memory: tool_input {"retract": [{"fact_id"} | {"subject",
+# "predicate", "object"} | {"entity"}], "reason"?, "by"?} (applied by the facts stage).
+RETRACT_TOOL = "retract_facts"
 STAGE = "landing"
 READ_ATTEMPTS = 3  # reads of a file that changes in place before it is skipped
 
