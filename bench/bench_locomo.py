@@ -339,7 +339,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = data.resolve()
     data.mkdir(parents=True, exist_ok=True)
     from resources.models.st_embeddings import SentenceTransformerEmbeddingProvider
-    from resources.vector.lite_server import stop_lite_server
 
     variants = None
     try:
@@ -351,7 +350,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = evaluate(data, locomo.load_questions(CONVS), provider)
         variants = ablation(data, provider) if args.ablation else None
     finally:
-        stop_lite_server(data)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     systems = [*MODES, *FLAT]

@@ -7,7 +7,7 @@ Three worker processes answer the same queries, one at a time, in rotating order
 its own call (so pipes and JSON are not in the figures):
 
 - memflow: `RecallService.recall(..., ranking="hybrid", limit=40)` over the embedded stores
-  (SQLite + the supervised Milvus Lite, entity-name and fact vectors), its provider built the
+  (SQLite + the embedded vector store, entity-name and fact vectors), its provider built the
   way `memflow serve` builds it (`recall.server.embedder`);
 - memflow, as before this change: the same service with the provider as it was (every call
   through `SentenceTransformer.encode`, torch's default threads, the call handed to a thread);
@@ -359,8 +359,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.mode == "worker":
         return memflow_worker(args.data, args.variant)
 
-    from resources.vector.lite_server import stop_lite_server
-
     tmp = None
     data = args.data
     if data is None:
@@ -373,7 +371,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.ablation:
             result["ablation"] = ablation(data, args.queries)
     finally:
-        stop_lite_server(data)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

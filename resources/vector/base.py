@@ -1,4 +1,5 @@
-"""The vector store interface. Every backend passes tests/contract/test_vector_store.py."""
+"""The vector store interface. Every backend passes tests/contract/test_vector_store.py:
+`resources.vector.local` (the embedded default) and `resources.vector.milvus` (servers)."""
 
 from __future__ import annotations
 
@@ -71,6 +72,11 @@ class VectorStore(ABC):
     @abstractmethod
     def ids(self, model: str, scope: Scope) -> dict[str, str]:
         """entity_id -> text_hash of every vector the scope holds for `model`."""
+
+    def ids_many(self, model: str, scopes: Sequence[Scope]) -> dict[Scope, dict[str, str]]:
+        """`ids` of several scopes at once. A server answers a block of scopes in one read
+        (what a sink of many tenants asks); the default asks scope by scope."""
+        return {scope: self.ids(model, scope) for scope in dict.fromkeys(scopes)}
 
     @abstractmethod
     def delete(self, model: str, scope: Scope, entity_ids: Sequence[str]) -> int: ...

@@ -7,7 +7,13 @@ only what no part holds yet. Layout::
     <data_dir>/embedding-ledger/<model-slug>-<hash>/<org>/<repo>/part-<time_ns>-<pid>-<rand>.parquet
 
 Parts hold entity_id, text_hash (sha256 of the embedded name), dim and vector. A later part wins
-for the same (entity_id, text_hash); `compact` merges a scope's parts into one.
+for the same (entity_id, text_hash); `compact` merges a scope's parts into one. The model's
+dimension is declared once, at its first append, in `<model-slug>-<hash>/model.json`, so no
+call has to look at other tenants' parts (a ledger written before declarations is scanned once
+and declared then).
+
+Readers that need only which (entity_id, text_hash) pairs hold a vector (`pairs`: the sweep's
+cursor, the sink's diff) read those two columns; `vectors_of` reads the vectors of given pairs.
 """
 
 from __future__ import annotations
@@ -15,19 +21,22 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import re
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
-from resources.tables import atomic_write_parquet
+from resources.tables import as_storage_error, atomic_write_parquet
 from schemas.ids import sha256_text
 from schemas.scope import Scope
 
 LEDGER_DIR = "embedding-ledger"
+MODEL_FILE = "model.json"
 SCHEMA: dict[str, pl.DataType] = {
     "entity_id": pl.String(),
     "text_hash": pl.String(),
@@ -69,16 +78,100 @@ class EmbeddingLedger:
             return frame.unique(["entity_id", "text_hash"], keep="last", maintain_order=True)
         raise RuntimeError(f"embedding ledger for {scope.key} kept changing while read")
 
+    def pairs(self, model: str, scope: Scope) -> pl.DataFrame:
+        """entity_id, text_hash: every pair the ledger holds a vector of (no vectors read)."""
+        return self._scan(model, scope, ["entity_id", "text_hash"]).unique(maintain_order=True)
+
+    def vectors_of(
+        self, model: str, scope: Scope, wanted: dict[str, str]
+    ) -> tuple[list[str], list[str], np.ndarray]:
+        """(ids, text hashes, (n, dim) float32 matrix) of the held vectors of exactly the
+        `wanted` entity_id -> text_hash pairs (the latest vector of each)."""
+        if not wanted:
+            return [], [], np.zeros((0, 0), np.float32)
+        pairs = pl.DataFrame(
+            {"entity_id": list(wanted), "text_hash": list(wanted.values())},
+            schema={"entity_id": pl.String, "text_hash": pl.String},
+        )
+        frame = self._scan(model, scope, list(SCHEMA), ids=list(wanted))
+        frame = frame.join(pairs, on=["entity_id", "text_hash"], how="semi")
+        frame = frame.unique(["entity_id", "text_hash"], keep="last", maintain_order=True)
+        if frame.is_empty():
+            return [], [], np.zeros((0, 0), np.float32)
+        dims = frame["dim"].unique().to_list()
+        if len(dims) != 1:
+            raise ValueError(f"the ledger of {scope.key} mixes dimensions {sorted(dims)}")
+        matrix = frame["vector"].list.to_array(int(dims[0])).to_numpy()
+        return frame["entity_id"].to_list(), frame["text_hash"].to_list(), matrix
+
+    def _scan(
+        self, model: str, scope: Scope, columns: list[str], ids: list[str] | None = None
+    ) -> pl.DataFrame:
+        for _ in range(5):
+            paths = self.parts(model, scope)
+            if not paths:
+                return pl.DataFrame(schema={c: SCHEMA[c] for c in columns})
+            lazy = pl.scan_parquet(paths).select(columns)
+            if ids is not None:
+                lazy = lazy.filter(pl.col("entity_id").is_in(ids))
+            try:
+                return lazy.collect()
+            except FileNotFoundError:
+                continue  # a compaction replaced the parts between listing and reading
+        raise RuntimeError(f"embedding ledger for {scope.key} kept changing while read")
+
     def dims(self, model: str) -> set[int]:
-        """Every dimension the ledger holds for `model` (one, unless something went wrong)."""
+        """The dimension the ledger holds for `model` (a set: a ledger written before
+        declarations may hold several, if something went wrong); empty before any vector."""
+        if model in self._dims:
+            return set(self._dims[model])
+        declared = self._declared(model)
+        if declared is not None:
+            self._dims[model] = {declared}
+            return {declared}
         folder = self.root / model_dir_name(model)
         paths = sorted(folder.glob("*/*/part-*.parquet")) if folder.is_dir() else []
         found: set[int] = set()
-        if paths:
+        if paths:  # a ledger from before declarations: scanned once, then declared
             with contextlib.suppress(FileNotFoundError):
                 found = set(pl.scan_parquet(paths).select("dim").unique().collect()["dim"])
-        self._dims[model] = found | self._dims.get(model, set())
-        return set(self._dims[model])
+        if len(found) == 1:
+            self._declare(model, next(iter(found)))
+        if found:
+            self._dims[model] = found
+        return found
+
+    def _declared(self, model: str) -> int | None:
+        path = self.root / model_dir_name(model) / MODEL_FILE
+        try:
+            raw = json.loads(path.read_text("utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as err:
+            raise ValueError(f"the embedding ledger's {path} cannot be read: {err}") from err
+        if raw.get("model") != model or not isinstance(raw.get("dim"), int):
+            raise ValueError(f"the embedding ledger's {path} is not {model!r}'s")
+        return int(raw["dim"])
+
+    def _declare(self, model: str, dim: int) -> int:
+        """Declare `model`'s dimension unless declared already; returns the declared one (the
+        first writer's, whatever process it ran in)."""
+        folder = self.root / model_dir_name(model)
+        tmp = folder / f".{MODEL_FILE}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps({"model": model, "dim": dim}), "utf-8")
+            os.link(tmp, folder / MODEL_FILE)  # fails when another writer declared first
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise as_storage_error(folder / MODEL_FILE, exc) or exc from exc
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        declared = self._declared(model)
+        assert declared is not None
+        return declared
 
     def append(self, model: str, scope: Scope, rows: Rows) -> int:
         """Persist one batch as one part file; returns rows written.
@@ -92,15 +185,17 @@ class EmbeddingLedger:
         batch_dims = set(frame["dim"].unique().to_list())
         if len(batch_dims) != 1:
             raise ValueError(f"one batch holds vectors of {sorted(batch_dims)} dimensions")
-        held = self._dims.get(model) or self.dims(model)
-        if held and not batch_dims <= held:
+        held = self.dims(model)
+        if not held:
+            held = {self._declare(model, next(iter(batch_dims)))}
+            self._dims[model] = held
+        if not batch_dims <= held:
             raise ValueError(
                 f"model {model!r} holds {sorted(held)}-dimensional vectors; "
                 f"got {sorted(batch_dims)}"
             )
         folder = self.scope_dir(model, scope)
         _write_atomic(frame, folder / _part_name())  # creates the folder
-        self._dims.setdefault(model, set()).update(batch_dims)
         return frame.height
 
     def compact(self, model: str, scope: Scope, *, min_parts: int = 2) -> int:

@@ -136,6 +136,9 @@ class MemoryStore:
     def ids(self, model: str, scope: Scope) -> dict[str, str]:
         return dict(self.rows.get(model, {}))
 
+    def ids_many(self, model: str, scopes: Sequence[Scope]) -> dict[Scope, dict[str, str]]:
+        return {scope: self.ids(model, scope) for scope in scopes}
+
     def upsert(self, model: str, dim: int, scope: Scope, items) -> int:  # type: ignore[no-untyped-def]
         self.upserts += 1
         held = self.rows.setdefault(model, {})
