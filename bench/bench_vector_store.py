@@ -10,8 +10,10 @@ script runs in (this tree: `resources.vector.local`, numpy over memory-mapped Ar
 in an export of an older tree it is that tree's Milvus Lite server with its search cache, which
 is how the "before" figures of BENCHMARKS.md were taken); `lancedb` is LanceDB (from PyPI, not a
 memflow dependency: put it on PYTHONPATH) behind the same interface: one table per model key,
-tenant and namespace columns, a prefiltered brute-force search (below 5,000 rows a scope, an
-index buys nothing), written through `merge_insert`.
+tenant and namespace columns, a prefiltered brute-force search (below 5,000 rows a scope a
+vector index buys nothing), written through `merge_insert`; `lancedb-indexed` is the same after
+`optimize()` and a bitmap index on tenant_id (its best case for search, which a store written
+tenant by tenant would have to keep up).
 
 Phases (each figure is measured in the process named, the others are set up before):
 
@@ -211,9 +213,20 @@ class LanceVectorStore(VectorStore):
 
 
 def open_backend(name: str, root: Path) -> VectorStore:
-    if name == "lancedb":
+    if name.startswith("lancedb"):
         return LanceVectorStore(root / "lancedb")
     return open_vector_store(None, root)
+
+
+def server_rss_mib(root: Path) -> float | None:
+    """The resident memory of the store's server process (an older tree's Milvus Lite server);
+    None when the store has none."""
+    try:
+        from resources.vector.lite_server import running_lite_server  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    server = running_lite_server(root)
+    return round(psutil.Process(server.pid).memory_info().rss / 2**20, 1) if server else None
 
 
 def stop_servers(root: Path) -> None:
@@ -229,13 +242,12 @@ def stop_servers(root: Path) -> None:
 
 
 def search_world(tenants: int = 100, big: int = 5000, small: int = 200) -> dict[Scope, np.ndarray]:
+    """`tenants` queried in turn (the first one big), and 21 more asked once each, cold: one
+    big (`cold000`) and 20 small."""
     rng = np.random.default_rng(7)
-    return {
-        Scope(f"org{t:03d}", "repo"): rng.standard_normal((big if t == 0 else small, DIM)).astype(
-            np.float32
-        )
-        for t in range(tenants)
-    }
+    sizes = {Scope(f"org{t:03d}", "repo"): big if t == 0 else small for t in range(tenants)}
+    sizes.update({Scope(f"cold{t:03d}", "repo"): big if t == 0 else small for t in range(21)})
+    return {s: rng.standard_normal((n, DIM)).astype(np.float32) for s, n in sizes.items()}
 
 
 def phase_search(backend: str, root: Path) -> dict[str, Any]:
@@ -245,6 +257,11 @@ def phase_search(backend: str, root: Path) -> dict[str, Any]:
         for scope, vectors in world.items():
             ids = [f"e{i}" for i in range(len(vectors))]
             sync_vectors(store, MODEL, scope, table_of(ids, vectors))
+        if backend == "lancedb-indexed":  # its best case: compacted, a bitmap index on tenant
+            assert isinstance(store, LanceVectorStore)
+            table = store._table(MODEL)
+            table.optimize()
+            table.create_scalar_index("tenant_id", index_type="BITMAP")
     loaded_s = time.perf_counter() - started
     out = child(backend, root, "search-queries")
     return {"load_s": round(loaded_s, 1), "vectors": sum(len(v) for v in world.values()), **out}
@@ -263,7 +280,7 @@ def child_search_queries(backend: str, root: Path) -> dict[str, Any]:
     cold = time.perf_counter() - t
     assert first and first[0].entity_id == "e0", first
     timings: dict[str, list[float]] = {"big": [], "small": []}
-    smalls = [s for s in world if s != big]
+    smalls = [s for s in world if s != big and s.tenant_id.startswith("org")]
     for i in range(300):
         for label, scope in (("big", big), ("small", smalls[i % len(smalls)])):
             row = int(rng.integers(len(world[scope])))
@@ -272,17 +289,30 @@ def child_search_queries(backend: str, root: Path) -> dict[str, Any]:
             hits = store.nearest(MODEL, scope, q, k=8)
             timings[label].append(time.perf_counter() - t)
             assert hits and hits[0].entity_id == f"e{row}", (label, hits[:1], row)
+    cold_scopes: dict[str, list[float]] = {"big": [], "small": []}
+    for scope in (s for s in world if s.tenant_id.startswith("cold")):
+        q = (world[scope][0] + 0.1 * rng.standard_normal(DIM)).astype(np.float32).tolist()
+        t = time.perf_counter()
+        hits = store.nearest(MODEL, scope, q, k=8)
+        cold_scopes["big" if len(world[scope]) > 1000 else "small"].append(time.perf_counter() - t)
+        assert hits and hits[0].entity_id == "e0", hits[:1]
     store.close()
     return {
         "cold_first_query_ms": round(cold * 1000, 2),
+        "cold_scope_in_warm_process_ms": {
+            "big_5000": round(cold_scopes["big"][0] * 1000, 2),
+            "small_200_p50": round(float(np.median(cold_scopes["small"])) * 1000, 2),
+        },
         "big_5000": percentiles(timings["big"]),
         "small_200": percentiles(timings["small"]),
         "rss_open_mib": round(opened - rss0, 1),
         "rss_after_queries_mib": round(rss_mib() - rss0, 1),
+        "server_rss_mib": server_rss_mib(root),
     }
 
 
 CAPS = Scope("caps", "repo")
+WARM = Scope("warm", "repo")
 
 
 def caps_tables() -> dict[str, pl.DataFrame]:
@@ -299,6 +329,8 @@ def phase_caps(backend: str, root: Path) -> dict[str, Any]:
     tables = caps_tables()
     out: dict[str, Any] = {}
     with open_backend(backend, root) as store:
+        for key in (MODEL, fact_vectors_key(MODEL)):  # a small scope the reader warms up on
+            store.upsert(key, DIM, WARM, [("w", "h", np.ones(DIM).tolist())])
         for label in ("first_sync_s", "no_change_resync_s"):
             t = time.perf_counter()
             for key, table in tables.items():
@@ -312,18 +344,22 @@ def phase_caps(backend: str, root: Path) -> dict[str, Any]:
 
 def child_caps_memory(backend: str, root: Path) -> dict[str, Any]:
     store = open_backend(backend, root)
+    for key in (MODEL, fact_vectors_key(MODEL)):  # imports and first-call costs, not the tenant's
+        assert store.nearest(key, WARM, np.ones(DIM).tolist(), k=8, min_cosine=-1.0)
     gc.collect()
-    rss0 = rss_mib()
+    cache = getattr(store, "cache", None)
+    rss0, bytes0 = rss_mib(), cache.bytes if cache is not None else 0
     t = time.perf_counter()
     for key in (MODEL, fact_vectors_key(MODEL)):
         assert store.nearest(key, CAPS, np.ones(DIM).tolist(), k=8, min_cosine=-1.0)
     cold = time.perf_counter() - t
     held = rss_mib() - rss0
-    cache = getattr(store, "cache", None)
+    cached = (cache.bytes - bytes0) if cache is not None else None
     store.close()
     return {
         "rss_per_tenant_at_caps_mib": round(held, 1),
-        "cache_bytes_mib": round(cache.bytes / 2**20, 1) if cache is not None else None,
+        "server_rss_mib": server_rss_mib(root),
+        "cache_bytes_mib": round(cached / 2**20, 1) if cached is not None else None,
         "cold_first_queries_both_keys_ms": round(cold * 1000, 1),
     }
 
@@ -457,6 +493,7 @@ def child_api_cache(backend: str, root: Path, n: int) -> dict[str, Any]:
         "ms_per_tenant_cold": round(seconds / n * 1000, 3),
         "cache_max_mib": round(cache.max_bytes / 2**20) if cache is not None else None,
         "max_rss_growth_mib": round(worst, 1),
+        "server_rss_mib": server_rss_mib(root),
         "trace": trace,
     }
 
