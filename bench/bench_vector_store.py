@@ -215,6 +215,8 @@ class LanceVectorStore(VectorStore):
 def open_backend(name: str, root: Path) -> VectorStore:
     if name.startswith("lancedb"):
         return LanceVectorStore(root / "lancedb")
+    if name == "milvus":  # a server: MEMFLOW_BENCH_MILVUS_URI
+        return open_vector_store(os.environ["MEMFLOW_BENCH_MILVUS_URI"], root)
     return open_vector_store(None, root)
 
 
@@ -372,7 +374,8 @@ def _disk(root: Path) -> int:
 
 
 def small_tenant(t: int) -> tuple[Scope, pl.DataFrame, pl.DataFrame]:
-    scope = Scope(f"org{t // 100:04d}", f"repo{t % 100:02d}")
+    run = os.environ.get("MEMFLOW_BENCH_RUN", "")  # a server's data outlives a run
+    scope = Scope(f"org{run}{t // 100:04d}", f"repo{t % 100:02d}")
     entities = pl.DataFrame(
         {
             "entity_id": [f"e{i}" for i in range(SMALL_ENTITIES)],
@@ -390,21 +393,80 @@ def small_tenant(t: int) -> tuple[Scope, pl.DataFrame, pl.DataFrame]:
     return scope, entities, facts
 
 
-def fill_ledger(root: Path, n: int) -> float:
+def fill_ledger(root: Path, n: int, tenants: Sequence[tuple] | None = None) -> float:  # type: ignore[type-arg]
     from memflow.fact_embedding import fact_texts
     from resources.vector.ledger import EmbeddingLedger, with_text_hash
 
     ledger = EmbeddingLedger(root)
     rng = np.random.default_rng(5)
     started = time.perf_counter()
-    for t in range(n):
-        scope, entities, facts = small_tenant(t)
+    for scope, entities, facts in tenants if tenants is not None else map(small_tenant, range(n)):
         for key, texts in ((MODEL, entities), (fact_vectors_key(MODEL), fact_texts(facts))):
             hashed = with_text_hash(texts)
             vectors = rng.standard_normal((hashed.height, DIM)).astype(np.float32)
-            rows = zip(hashed["entity_id"], hashed["text_hash"], list(vectors), strict=True)
-            ledger.append(key, scope, list(rows))
+            for start in range(0, hashed.height, 1024):
+                part = hashed.slice(start, 1024)
+                rows = zip(
+                    part["entity_id"], part["text_hash"], list(vectors[start:]), strict=False
+                )
+                ledger.append(key, scope, list(rows))
     return time.perf_counter() - started
+
+
+def caps_tenant() -> tuple[Scope, pl.DataFrame, pl.DataFrame]:
+    """A tenant at the caps: 5,000 entities and 10,000 facts."""
+    scope = Scope(f"caps{os.environ.get('MEMFLOW_BENCH_RUN', '')}", "repo")
+    entities = pl.DataFrame(
+        {"entity_id": [f"e{i}" for i in range(5000)], "name": [f"entity {i}" for i in range(5000)]}
+    )
+    facts = pl.DataFrame(
+        {
+            "fact_id": [f"f{i}" for i in range(10000)],
+            "subject": [f"entity {i % 5000}" for i in range(10000)],
+            "predicate": ["DEPENDS_ON"] * 10000,
+            "object": [f"thing {i}" for i in range(10000)],
+        }
+    )
+    return scope, entities, facts
+
+
+def phase_block(backend: str, root: Path) -> dict[str, Any]:
+    """The sink's peak memory for a block of 200 tenants holding one at the caps, against the
+    caps tenant alone (each in a fresh process, on its own copy of the ledger)."""
+    block = [caps_tenant(), *map(small_tenant, range(199))]
+    fill_ledger(root / "ledger", 0, block)
+    out = {}
+    for label in ("caps_alone", "block_of_200_with_it"):
+        copy = root / label
+        shutil.copytree(root / "ledger", copy)
+        out[label] = child(backend, copy, "block-sink", "1" if label == "caps_alone" else "200")
+    return out
+
+
+def child_block_sink(backend: str, root: Path, n: int) -> dict[str, Any]:
+    import resource
+
+    from memflow.vector_sync import sync_tenants
+    from resources.vector.ledger import EmbeddingLedger
+
+    block = [caps_tenant(), *map(small_tenant, range(n - 1))]
+    ledger = EmbeddingLedger(root)
+    store = open_backend(backend, root)
+    warm = [small_tenant(10_000)]  # imports and first calls, not the block's
+    fill_ledger(root, 0, warm)
+    assert all(t.equal for t in sync_tenants(store, ledger, MODEL, iter(warm)))
+    gc.collect()
+    base = rss_mib()
+    t = time.perf_counter()
+    assert all(t.equal for t in sync_tenants(store, ledger, MODEL, iter(block)))
+    seconds = time.perf_counter() - t
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    store.close()
+    return {
+        "tenants": n,
+        "seconds": round(seconds, 2),
+        "peak_rss_growth_mib": round(peak - base, 1),
+    }
 
 
 def sink_blocks(store: VectorStore, root: Path, n: int) -> Iterator[tuple[int, float, float]]:
@@ -535,17 +597,22 @@ def machine() -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--backends", default="embedded")
-    p.add_argument("--phases", default="search,caps,scale")
+    p.add_argument("--phases", default="search,caps,block,scale")
     p.add_argument("--tenants", default="1000,10000")
     p.add_argument("--child")
     p.add_argument("--root")
     p.add_argument("extra", nargs="*")
     p.add_argument("--out", default=str(RESULTS))
     args = p.parse_args(argv)
+    os.environ.setdefault(
+        "MEMFLOW_BENCH_RUN", f"r{os.getpid()}" if "milvus" in args.backends else ""
+    )
     if args.child:
         root = Path(args.root)
         if args.child == "api-cache":
             result = child_api_cache(args.backends, root, int(args.extra[0]))
+        elif args.child == "block-sink":
+            result = child_block_sink(args.backends, root, int(args.extra[0]))
         else:
             result = CHILDREN[args.child](args.backends, root)
         print(json.dumps(result))
@@ -562,6 +629,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         found["search"] = phase_search(backend, root)
                     elif phase == "caps":
                         found["caps"] = phase_caps(backend, root)
+                    elif phase == "block":
+                        found["block"] = phase_block(backend, root)
                     else:
                         found.setdefault("scale", {})[str(n)] = phase_scale(backend, root, n)
                     with open_backend(backend, root) as store:

@@ -65,6 +65,8 @@ def sync_tenants(
 ) -> Iterator[TenantSync]:
     """Sync each (scope, entities (entity_id, name), validated facts) of `tenants`, in order;
     one result per tenant, yielded batch by batch."""
+    if batch_rows < 1:
+        raise ValueError("batch_rows must be positive")
     keys = {"entities": model, "facts": fact_vectors_key(model)}
     batch: list[tuple[Scope, dict[str, dict[str, str]], float]] = []
     rows = 0
