@@ -184,7 +184,9 @@ class _Cache:
         self._entries: OrderedDict[Path, _Scoped] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, path: Path, scope: Scope) -> _Scoped:
+    def get(self, path: Path, scope: Scope, *, keep: bool = True) -> _Scoped:
+        """The file's rows, from the cache while the file is unchanged; read (and, with `keep`,
+        kept) otherwise."""
         try:
             stamp = _stamp(os.stat(path))
         except FileNotFoundError:
@@ -196,6 +198,8 @@ class _Cache:
                 self._entries.move_to_end(path)
                 return entry
         entry = _read(path, scope)
+        if not keep:
+            return entry
         with self._lock:
             old = self._entries.pop(path, None)
             self.bytes -= old.nbytes if old is not None else 0
@@ -447,8 +451,8 @@ class LocalVectorStore(VectorStore):
 
     # -- reads ------------------------------------------------------------------------------
 
-    def _loaded(self, model: str, scope: Scope) -> _Scoped:
-        return self.cache.get(self.path(model, scope), scope)
+    def _loaded(self, model: str, scope: Scope, *, keep: bool = True) -> _Scoped:
+        return self.cache.get(self.path(model, scope), scope, keep=keep)
 
     def nearest(
         self,
@@ -490,7 +494,8 @@ class LocalVectorStore(VectorStore):
         scope = _check_scope(scope)
         if self._declared(model) is None:
             return {}
-        entry = self._loaded(model, scope)
+        # Not kept: a sink reads each file's ids once or twice a run; the cache is for search.
+        entry = self._loaded(model, scope, keep=False)
         return dict(zip(entry.ids.to_pylist(), entry.hashes.to_pylist(), strict=True))
 
     def missing(self, model: str, scope: Scope, wanted: Mapping[str, str]) -> list[str]:

@@ -252,3 +252,15 @@ def test_bad_vectors_are_refused_before_anything_is_written(tmp_path: Path) -> N
         store.upsert("m", True, SCOPE, [("a", "h", E1)])  # type: ignore[arg-type]
     assert store.models(SCOPE) == {} and not any(tmp_path.iterdir())
     assert os.listdir(tmp_path) == []
+
+
+def test_reading_ids_keeps_nothing_in_the_search_cache(tmp_path: Path) -> None:
+    """A sink reads every tenant's ids once or twice a run: its memory does not grow with them."""
+    store = LocalVectorStore(tmp_path)
+    scopes = [Scope("acme", f"repo-{i}") for i in range(5)]
+    for scope in scopes:
+        store.upsert("m", 4, scope, [("a", "h", E1)])
+    assert store.ids_many("m", scopes) == {s: {"a": "h"} for s in scopes}
+    assert len(store.cache) == 0 and store.cache.bytes == 0
+    store.nearest("m", scopes[0], E1)
+    assert len(store.cache) == 1
