@@ -6,10 +6,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from schemas.records import VectorHit
-from schemas.scope import Scope
+from schemas.scope import Scope, ScopeError
 
 DEFAULT_MIN_COSINE = 0.4
+MAX_ENTITY_ID_BYTES = 1024
+MAX_TEXT_HASH_BYTES = 128
 # Fact vectors live in the same stores as entity-name vectors, under their own model key, so
 # the interface stays one: `upsert(fact_vectors_key(model), dim, scope, [(fact_id, ...)])`.
 # Keys never mix (a backend keeps every model key apart), and `models(scope)` reports both.
@@ -26,6 +30,44 @@ def fact_vectors_key(model: str) -> str:
 def is_fact_vectors_key(key: str) -> bool:
     """True for a key made by `fact_vectors_key` (not an entity-name model)."""
     return key.startswith(FACT_VECTORS_PREFIX)
+
+
+def check_scope(scope: object) -> Scope:
+    if not isinstance(scope, Scope):
+        raise ScopeError("a vector store call needs a tenant scope (Scope(tenant_id, ns))")
+    return scope
+
+
+def check_rows(
+    model: str, dim: int, items: Sequence[tuple[str, str, Sequence[float]]]
+) -> dict[str, tuple[str, np.ndarray]]:
+    """entity_id -> (text_hash, float32 vector) of an upsert, every row checked (the same id
+    twice: the last one wins); a ValueError names the first bad row."""
+    if not model:
+        raise ValueError("model is required")
+    if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0:
+        raise ValueError(f"dim must be a positive integer, got {dim!r}")
+    rows: dict[str, tuple[str, np.ndarray]] = {}
+    for entity_id, text_hash, vector in items:
+        if not entity_id or len(entity_id.encode("utf-8")) > MAX_ENTITY_ID_BYTES:
+            raise ValueError(f"entity id must be 1..{MAX_ENTITY_ID_BYTES} bytes")
+        if len(text_hash.encode("utf-8")) > MAX_TEXT_HASH_BYTES:
+            raise ValueError(f"text hash of {entity_id!r} is too long")
+        vec = np.asarray(vector, dtype=np.float32)
+        if vec.shape != (dim,):
+            raise ValueError(f"vector of {entity_id!r} has {vec.size} dimensions, expected {dim}")
+        if not np.isfinite(vec).all():
+            raise ValueError(f"vector of {entity_id!r} holds a NaN or an infinity")
+        rows.pop(entity_id, None)
+        rows[entity_id] = (text_hash, vec)
+    return rows
+
+
+def check_query(vector: Sequence[float]) -> np.ndarray:
+    query = np.asarray(vector, dtype=np.float32)
+    if query.ndim != 1 or query.size == 0:
+        raise ValueError("the query vector must be a non-empty list of numbers")
+    return query
 
 
 class VectorStoreError(RuntimeError):

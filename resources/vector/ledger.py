@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import json
 import os
-import re
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -32,25 +29,19 @@ import numpy as np
 import polars as pl
 
 from resources.tables import as_storage_error, atomic_write_parquet
+from resources.vector.declaration import MODEL_FILE, declare, model_dir_name, read_declaration
 from schemas.ids import sha256_text
 from schemas.scope import Scope
 
 LEDGER_DIR = "embedding-ledger"
-MODEL_FILE = "model.json"
 SCHEMA: dict[str, pl.DataType] = {
     "entity_id": pl.String(),
     "text_hash": pl.String(),
     "dim": pl.Int32(),
     "vector": pl.List(pl.Float32()),
 }
-_SLUG = re.compile(r"[^a-z0-9]+")
 
 Rows = pl.DataFrame | Sequence[tuple[str, str, Sequence[float]]]
-
-
-def model_dir_name(model: str) -> str:
-    slug = _SLUG.sub("-", model.lower()).strip("-")[:60] or "model"
-    return f"{slug}-{hashlib.sha256(model.encode('utf-8')).hexdigest()[:10]}"
 
 
 class EmbeddingLedger:
@@ -142,36 +133,18 @@ class EmbeddingLedger:
         return found
 
     def _declared(self, model: str) -> int | None:
-        path = self.root / model_dir_name(model) / MODEL_FILE
         try:
-            raw = json.loads(path.read_text("utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as err:
-            raise ValueError(f"the embedding ledger's {path} cannot be read: {err}") from err
-        if raw.get("model") != model or not isinstance(raw.get("dim"), int):
-            raise ValueError(f"the embedding ledger's {path} is not {model!r}'s")
-        return int(raw["dim"])
+            return read_declaration(self.root / model_dir_name(model), model)
+        except ValueError as err:
+            raise ValueError(f"the embedding ledger's {err}") from err
 
     def _declare(self, model: str, dim: int) -> int:
-        """Declare `model`'s dimension unless declared already; returns the declared one (the
-        first writer's, whatever process it ran in)."""
+        """Declare `model`'s dimension unless declared already; returns the declared one."""
         folder = self.root / model_dir_name(model)
-        tmp = folder / f".{MODEL_FILE}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({"model": model, "dim": dim}), "utf-8")
-            os.link(tmp, folder / MODEL_FILE)  # fails when another writer declared first
-        except FileExistsError:
-            pass
+            return declare(folder, model, dim)
         except OSError as exc:
             raise as_storage_error(folder / MODEL_FILE, exc) or exc from exc
-        finally:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-        declared = self._declared(model)
-        assert declared is not None
-        return declared
 
     def append(self, model: str, scope: Scope, rows: Rows) -> int:
         """Persist one batch as one part file; returns rows written.

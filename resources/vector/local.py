@@ -32,10 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import mmap
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
@@ -46,23 +44,26 @@ import numpy as np
 import pyarrow as pa
 from filelock import FileLock
 
-from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore, VectorStoreError
+from resources.vector.base import (
+    DEFAULT_MIN_COSINE,
+    VectorStore,
+    VectorStoreError,
+    check_query,
+    check_rows,
+)
+from resources.vector.base import check_scope as _check_scope
+from resources.vector.declaration import (
+    declare,
+    declared_models,
+    model_dir_name,
+    read_declaration,
+)
 from schemas.records import VectorHit
-from schemas.scope import Scope, ScopeError
+from schemas.scope import Scope
 
-MODEL_FILE = "model.json"
 SUFFIX = ".arrow"
-MAX_ENTITY_ID_BYTES = 1024
-MAX_TEXT_HASH_BYTES = 128
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 LOCK_TIMEOUT_S = 120.0
-_SLUG = re.compile(r"[^a-z0-9]+")
-
-
-def model_dir_name(model: str) -> str:
-    """`<slug>-<hash>`: the sanitized model key plus a hash, so slugs cannot collide."""
-    slug = _SLUG.sub("-", model.lower()).strip("-")[:60] or "model"
-    return f"{slug}-{hashlib.sha256(model.encode('utf-8')).hexdigest()[:10]}"
 
 
 def _scope_digest(scope: Scope) -> str:
@@ -228,7 +229,7 @@ class _Cache:
 class LocalVectorStore(VectorStore):
     """Vectors in Arrow files under `root` (module docstring); safe across processes."""
 
-    backend = "local"
+    backend = "embedded"
 
     def __init__(
         self, root: str | os.PathLike[str], *, cache_max_bytes: int = DEFAULT_CACHE_BYTES
@@ -255,59 +256,31 @@ class LocalVectorStore(VectorStore):
 
     def _declared(self, model: str) -> int | None:
         """The dimension `model`'s vectors have here; None before its first write."""
-        if model in self._dims:
-            return self._dims[model]
-        try:
-            raw = json.loads((self._model_dir(model) / MODEL_FILE).read_text("utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as err:
-            raise VectorStoreError(f"{self._model_dir(model) / MODEL_FILE}: {err}") from err
-        if raw.get("model") != model or not isinstance(raw.get("dim"), int):
-            raise VectorStoreError(f"{self._model_dir(model) / MODEL_FILE} is not {model!r}'s")
-        self._dims[model] = raw["dim"]
-        return raw["dim"]
+        if model not in self._dims:
+            try:
+                dim = read_declaration(self._model_dir(model), model)
+            except ValueError as err:
+                raise VectorStoreError(str(err)) from err
+            if dim is None:
+                return None
+            self._dims[model] = dim
+        return self._dims[model]
 
     def _declare(self, model: str, dim: int) -> None:
-        """Record `model`'s dimension once (atomically: the first writer wins); a ValueError
-        when it holds vectors of another dimension."""
+        """Record `model`'s dimension once; a ValueError when it holds another dimension."""
         held = self._declared(model)
         if held is None:
-            folder = self._model_dir(model)
-            tmp = folder / f".{MODEL_FILE}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
             try:
-                folder.mkdir(parents=True, exist_ok=True)
-                tmp.write_text(json.dumps({"model": model, "dim": dim}), "utf-8")
-                os.link(tmp, folder / MODEL_FILE)  # fails if another writer declared first
-            except FileExistsError:
-                pass
+                held = declare(self._model_dir(model), model, dim)
             except OSError as err:
-                raise VectorStoreError(f"cannot write {folder / MODEL_FILE}: {err}") from err
-            finally:
-                with contextlib.suppress(OSError):
-                    tmp.unlink(missing_ok=True)
-            held = self._declared(model)
+                raise VectorStoreError(f"cannot write {self._model_dir(model)}: {err}") from err
+            self._dims[model] = held
         if held != dim:
             raise ValueError(f"model {model!r} holds {held}-dimensional vectors; got {dim}")
 
     def _model_names(self) -> dict[str, tuple[str, int]]:
         """model-dir name -> (model, dim) of every model declared here."""
-        out: dict[str, tuple[str, int]] = {}
-        try:
-            entries = list(os.scandir(self.root))
-        except FileNotFoundError:
-            return out
-        for entry in entries:
-            if not entry.is_dir():
-                continue
-            try:
-                raw = json.loads(Path(entry.path, MODEL_FILE).read_text("utf-8"))
-            except (OSError, ValueError):
-                continue  # a directory being created, or not a model's
-            model = raw.get("model")
-            if isinstance(model, str) and model_dir_name(model) == entry.name:
-                out[entry.name] = (model, int(raw["dim"]))
-        return out
+        return declared_models(self.root)
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -405,25 +378,9 @@ class LocalVectorStore(VectorStore):
         items: Sequence[tuple[str, str, Sequence[float]]],
     ) -> int:
         scope = _check_scope(scope)
-        if not model:
-            raise ValueError("model is required")
-        if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0:
-            raise ValueError(f"dim must be a positive integer, got {dim!r}")
-        rows: dict[str, tuple[str, np.ndarray]] = {}
-        for entity_id, text_hash, vector in items:
-            if not entity_id or len(entity_id.encode("utf-8")) > MAX_ENTITY_ID_BYTES:
-                raise ValueError(f"entity id must be 1..{MAX_ENTITY_ID_BYTES} bytes")
-            if len(text_hash.encode("utf-8")) > MAX_TEXT_HASH_BYTES:
-                raise ValueError(f"text hash of {entity_id!r} is too long")
-            vec = np.asarray(vector, dtype=np.float32)
-            if vec.shape != (dim,):
-                raise ValueError(
-                    f"vector of {entity_id!r} has {vec.size} dimensions, expected {dim}"
-                )
-            if not np.isfinite(vec).all():
-                raise ValueError(f"vector of {entity_id!r} holds a NaN or an infinity")
+        rows = {}
+        for entity_id, (text_hash, vec) in check_rows(model, dim, items).items():
             norm = float(np.linalg.norm(vec))
-            rows.pop(entity_id, None)  # the same id twice: the last one wins
             rows[entity_id] = (text_hash, vec / norm if norm else vec)
         held = self._declared(model)
         if held is not None and held != dim:
@@ -464,9 +421,7 @@ class LocalVectorStore(VectorStore):
         min_cosine: float = DEFAULT_MIN_COSINE,
     ) -> list[VectorHit]:
         scope = _check_scope(scope)
-        query = np.asarray(vector, dtype=np.float32)
-        if query.ndim != 1 or query.size == 0:
-            raise ValueError("the query vector must be a non-empty list of numbers")
+        query = check_query(vector)
         if k <= 0:
             return []
         held = self._declared(model)
@@ -513,9 +468,3 @@ class LocalVectorStore(VectorStore):
 
     def close(self) -> None:
         self.cache.clear()
-
-
-def _check_scope(scope: object) -> Scope:
-    if not isinstance(scope, Scope):
-        raise ScopeError("a vector store call needs a tenant scope (Scope(tenant_id, ns))")
-    return scope

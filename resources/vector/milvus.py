@@ -23,19 +23,25 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-import numpy as np
 from pymilvus import DataType, MilvusClient
 from pymilvus.client.types import LoadState
 
-from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore, VectorStoreError
+from resources.vector.base import (
+    DEFAULT_MIN_COSINE,
+    MAX_ENTITY_ID_BYTES,
+    MAX_TEXT_HASH_BYTES,
+    VectorStore,
+    VectorStoreError,
+    check_query,
+    check_rows,
+)
+from resources.vector.base import check_scope as _check_scope
 from schemas.records import VectorHit
 from schemas.scope import Scope, ScopeError
 
 T = TypeVar("T")
 
 PREFIX = "mf_"
-MAX_ENTITY_ID_BYTES = 1024
-MAX_TEXT_HASH_BYTES = 128
 QUERY_LIMIT = 16384  # Milvus caps offset + limit of a single query
 SCOPES_PER_QUERY = 256  # tenants named in one `ids_many` filter
 WRITE_CHUNK_BYTES = 8 * 1024 * 1024
@@ -265,24 +271,8 @@ class MilvusVectorStore(VectorStore):
         items: Sequence[tuple[str, str, Sequence[float]]],
     ) -> int:
         scope = _check_scope(scope)
-        if not model:
-            raise ValueError("model is required")
-        if not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0:
-            raise ValueError(f"dim must be a positive integer, got {dim!r}")
-        rows: dict[str, dict[str, Any]] = {}
-        for entity_id, text_hash, vector in items:
-            if not entity_id or len(entity_id.encode("utf-8")) > MAX_ENTITY_ID_BYTES:
-                raise ValueError(f"entity id must be 1..{MAX_ENTITY_ID_BYTES} bytes")
-            if len(text_hash.encode("utf-8")) > MAX_TEXT_HASH_BYTES:
-                raise ValueError(f"text hash of {entity_id!r} is too long")
-            vec = np.asarray(vector, dtype=np.float32)
-            if vec.shape != (dim,):
-                raise ValueError(
-                    f"vector of {entity_id!r} has {vec.size} dimensions, expected {dim}"
-                )
-            if not np.isfinite(vec).all():
-                raise ValueError(f"vector of {entity_id!r} holds a NaN or an infinity")
-            rows[row_key(scope, entity_id)] = {
+        rows = {
+            row_key(scope, entity_id): {
                 "pk": row_key(scope, entity_id),
                 "tenant_id": scope.tenant_id,
                 "ns": scope.ns,
@@ -290,6 +280,8 @@ class MilvusVectorStore(VectorStore):
                 "text_hash": text_hash,
                 "vector": vec,
             }
+            for entity_id, (text_hash, vec) in check_rows(model, dim, items).items()
+        }
         self._check_dim(model, dim)
         if not rows:
             return 0
@@ -353,9 +345,7 @@ class MilvusVectorStore(VectorStore):
         min_cosine: float = DEFAULT_MIN_COSINE,
     ) -> list[VectorHit]:
         scope = _check_scope(scope)
-        query = np.asarray(vector, dtype=np.float32)
-        if query.ndim != 1 or query.size == 0:
-            raise ValueError("the query vector must be a non-empty list of numbers")
+        query = check_query(vector)
         if k <= 0:
             return []
         dim = int(query.size)
@@ -457,9 +447,3 @@ def _level(level: str) -> dict[str, str]:
     are visible at once, ~3 ms a search; other processes' writes after the server's graceful
     time (5 s by default), as Bounded."""
     return {"consistency_level": level}
-
-
-def _check_scope(scope: object) -> Scope:
-    if not isinstance(scope, Scope):
-        raise ScopeError("a vector store call needs a tenant scope (Scope(tenant_id, ns))")
-    return scope
