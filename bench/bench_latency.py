@@ -5,7 +5,7 @@
     python bench/bench_latency.py --embedder hash # deterministic vectors, no model
 
 Setup, as in production: a SQLite graph file and the embedded vector store of the data directory
-(`open_vector_store(None, data_dir)`: numpy over its memory-mapped files).
+(`open_vector_store(None, data_dir)`: numpy over its Arrow files).
 One scope sits at the caps (5,000 entities, 10,000 facts, a hub entity with 1,500 facts) among
 100 tenants; names are realistic (services, files, functions, classes, people, technologies,
 tickets, config keys). Vectors come from all-MiniLM-L6-v2 (`SentenceTransformerEmbeddingProvider`)

@@ -6,7 +6,7 @@ tenants (how it was chosen, and what it costs).
     python bench/bench_vector_store.py --phases search,caps --backends embedded
 
 Backends: `embedded` is whatever `open_vector_store(None, data_dir)` opens in the code tree the
-script runs in (this tree: `resources.vector.local`, numpy over memory-mapped Arrow files; run
+script runs in (this tree: `resources.vector.local`, numpy over Arrow files; run
 in an export of an older tree it is that tree's Milvus Lite server with its search cache, which
 is how the "before" figures of BENCHMARKS.md were taken); `lancedb` is LanceDB (from PyPI, not a
 memflow dependency: put it on PYTHONPATH) behind the same interface: one table per model key,

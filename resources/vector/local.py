@@ -17,22 +17,21 @@ never sees half a write, and a writer killed mid-write leaves the previous file 
 temporary file that the next writer of that scope removes (it holds the lock, so any temporary
 file it finds is an orphan).
 
-Reads memory-map the file and keep the mapping in a per-process LRU bounded by bytes, revalidated
-by one `stat` per call (a replaced file has another inode, size or mtime): several processes (the
-Dagster steps, the API's workers, the CLI) read one copy through the page cache, and a write of
-any of them is seen at the next call. A query costs a stat and one single-threaded
+Searches read the file whole into memory and keep it in a per-process LRU bounded by bytes,
+revalidated by one `stat` per call (a replaced file has another inode, size or mtime): several
+processes (the Dagster steps, the API's workers, the CLI) share the files, and a write of any of
+them is seen at the next call. (Read, not memory-mapped: a file truncated in place by another
+program would kill a process mapping it.) A query costs a stat and one single-threaded
 matrix-vector product (`bench/bench_vector_store.py`).
 
-Isolation: the path is derived from the scope, every row carries tenant_id and ns, rows of
-another scope in a file are masked out when it is loaded, and every hit is checked against the
-scope again before it is returned.
+Isolation: the path is derived from the scope, every row carries tenant_id and ns, and rows of
+another scope in a file are dropped when it is loaded, so no search can answer them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import mmap
 import os
 import threading
 from collections import OrderedDict
@@ -84,12 +83,12 @@ def _schema(dim: int) -> pa.Schema:
 
 @dataclass(frozen=True, slots=True)
 class _Scoped:
-    """One scope's rows of one model key, as loaded (memory-mapped) from its file."""
+    """One scope's rows of one model key, as loaded from its file."""
 
     stamp: tuple[int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns of the file
     ids: pa.Array
     hashes: pa.Array
-    matrix: np.ndarray  # (n, dim) float32, unit rows; read-only when mapped
+    matrix: np.ndarray  # (n, dim) float32, unit rows, read-only
     nbytes: int
 
     @property
@@ -139,21 +138,20 @@ def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
 
 
 def _read(path: Path, scope: Scope) -> _Scoped:
-    """The scope's rows of the file at `path`, memory-mapped (rows of another scope are
-    dropped); the stamp is the opened file's, so a file replaced meanwhile is reloaded later."""
+    """The scope's rows of the file at `path`, read whole into memory (rows of another scope
+    are dropped); the stamp is the opened file's, so a file replaced meanwhile is reloaded
+    later. Not memory-mapped: a file truncated in place by another program (a `cp` over it)
+    would kill a process that maps it (SIGBUS), while a copy in memory stays valid."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            data = f.read()
     except FileNotFoundError:
         return _EMPTY
     try:
-        st = os.fstat(fd)
-        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if st.st_size else None
-    finally:
-        os.close(fd)
-    try:
-        if mapped is None:
+        if not data:
             raise pa.ArrowInvalid("the file is empty")
-        with pa.ipc.open_file(pa.BufferReader(pa.py_buffer(mapped))) as reader:
+        with pa.ipc.open_file(pa.BufferReader(pa.py_buffer(data))) as reader:
             table = reader.read_all()
         vector_type = table.schema.field("vector").type
         dim = vector_type.list_size

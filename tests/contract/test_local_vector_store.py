@@ -264,3 +264,17 @@ def test_reading_ids_keeps_nothing_in_the_search_cache(tmp_path: Path) -> None:
     assert len(store.cache) == 0 and store.cache.bytes == 0
     store.nearest("m", scopes[0], E1)
     assert len(store.cache) == 1
+
+
+def test_a_file_truncated_in_place_under_a_reader_fails_clearly(tmp_path: Path) -> None:
+    """`cp` over a file a process has loaded truncates it in place: the reader holds a copy
+    (a mapping would die of SIGBUS) and its next call names the damaged file."""
+    store = LocalVectorStore(tmp_path)
+    store.upsert("m", 4, SCOPE, [(f"e{i}", "h", E1) for i in range(100)])
+    reader = LocalVectorStore(tmp_path)
+    assert len(reader.nearest("m", SCOPE, E1, k=200)) == 100
+    path = store.path("m", SCOPE)
+    with open(path, "r+b") as f:
+        f.truncate(64)
+    with pytest.raises(VectorStoreError, match="cannot be read"):
+        reader.nearest("m", SCOPE, E1)
