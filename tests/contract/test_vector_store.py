@@ -53,9 +53,7 @@ def at_cosine(c: float) -> list[float]:
 E1 = [1.0, 0.0, 0.0, 0.0]
 
 
-def test_upsert_then_nearest_best_first(
-    vector_store: VectorStore, fresh_scope: Scopes
-) -> None:
+def test_upsert_then_nearest_best_first(vector_store: VectorStore, fresh_scope: Scopes) -> None:
     scope = fresh_scope()
     items = [("a", "ha", at_cosine(0.5)), ("b", "hb", E1), ("c", "hc", at_cosine(0.8))]
     assert vector_store.upsert("m", 4, scope, items) == 3
@@ -64,9 +62,7 @@ def test_upsert_then_nearest_best_first(
     assert [round(h.score, 4) for h in hits] == [1.0, 0.8, 0.5]
 
 
-def test_upsert_replaces_vector_and_hash(
-    vector_store: VectorStore, fresh_scope: Scopes
-) -> None:
+def test_upsert_replaces_vector_and_hash(vector_store: VectorStore, fresh_scope: Scopes) -> None:
     scope = fresh_scope()
     vector_store.upsert("m", 4, scope, [("a", "h1", E1), ("b", "hb", at_cosine(0.6))])
     assert vector_store.upsert("m", 4, scope, [("a", "h2", [0.0, 0.0, 1.0, 0.0])]) == 1
