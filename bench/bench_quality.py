@@ -46,6 +46,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere: `python bench/be
     sys.path.insert(0, str(ROOT))
 
 from bench.netutil import free_port, wait_for_http  # noqa: E402
+from bench.recall_variants import VARIANTS  # noqa: E402
 from recall.service import RecallConfig, RecallService  # noqa: E402
 from resources.graph.base import GraphStore  # noqa: E402
 from resources.models.base import EmbeddingProvider  # noqa: E402
@@ -361,32 +362,6 @@ def make_stores(workdir: Path) -> tuple[GraphStore, VectorStore]:
     # The in-process search cache, as the embedded default (`open_vector_store`) uses it.
     vectors = MilvusVectorStore(str(workdir / "vectors.db"), cache_dir=workdir / "milvus-gen")
     return SqliteGraphStore(workdir / "graph.db"), vectors
-
-
-# The shipped configuration and one change each, for `--ablation`.
-VARIANTS: dict[str, RecallConfig] = {
-    "shipped": RecallConfig(),
-    "before issue 11 (rrf, no fact vectors, no dates, no spread)": RecallConfig(
-        fusion="rrf",
-        structure_weight=0.25,
-        fact_vectors=0,
-        temporal_weight=0.0,
-        spread_weight=0.0,
-    ),
-    "fusion=rrf": RecallConfig(fusion="rrf", structure_weight=0.25),
-    "no fact vectors": RecallConfig(fact_vectors=0),
-    "fact_cosine_weight=0.5": RecallConfig(fact_cosine_weight=0.5),
-    "fact_cosine_weight=1": RecallConfig(fact_cosine_weight=1.0),
-    "no spread": RecallConfig(spread_weight=0.0),
-    "no date window": RecallConfig(temporal_weight=0.0),
-    "no fact leg": RecallConfig(fact_leg=0),
-    "no lexical feedback": RecallConfig(feedback_weight=0.0),
-    "feedback_weight=0.75": RecallConfig(feedback_weight=0.75),
-    "structure_weight=0": RecallConfig(structure_weight=0.0),
-    "structure_weight=0.5": RecallConfig(structure_weight=0.5),
-    "fact_vector_weight=0.25 (entity cosine)": RecallConfig(fact_vector_weight=0.25),
-    "fuse_depth=8": RecallConfig(fuse_depth=8),
-}
 
 
 def run(

@@ -50,7 +50,7 @@ from recall.cache import DEFAULT_MAX_SCOPES, FunctionalPredicates, ScopeIndex, S
 from recall.fusion import NAME_LEG, RRF_K, VECTOR_LEG, Fused, Ranked, positions, rrf
 from recall.gate import SkipReason, gate
 from recall.lexical import query_tokens
-from recall.ranking import FUSIONS, Selected, select_facts
+from recall.ranking import RankingConfig, Selected, Signals, select_facts
 from recall.temporal import distance_days, question_window
 from recall.vector_leg import (
     DEFAULT_COVERAGE_TTL_S,
@@ -64,7 +64,7 @@ from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore, fact_vectors_
 from schemas.records import EntityRecord, FactRecord, VectorHit
 from schemas.scope import Scope
 
-__all__ = ["RecallConfig", "RecallError", "RecallService", "SemanticUnavailable"]
+__all__ = ["RankingConfig", "RecallConfig", "RecallError", "RecallService", "SemanticUnavailable"]
 
 MAX_QUERY_CHARS = 4096
 MAX_LIMIT = 200
@@ -78,8 +78,7 @@ class RecallConfig:
     fuse_depth: int = 50  # how deep each entity leg's list goes into fusion
     vector_candidates: int = 50  # k asked of the vector store
     min_cosine: float = DEFAULT_MIN_COSINE
-    rrf_k: int = RRF_K
-    fact_leg: int = 20  # facts the scope-wide fact BM25 may add outside the neighbourhood
+    rrf_k: int = RRF_K  # the k of the entity legs' reciprocal rank fusion
     # Pseudo-relevance feedback on the fact BM25 (`BM25Index.feedback_scores`): the words that
     # weigh most in the best `feedback_docs` facts, `feedback_terms` of them, searched too at
     # `feedback_weight` (0: off). Chosen on LoCoMo's tuned half (bench_locomo.py); 0.75 there
@@ -88,24 +87,14 @@ class RecallConfig:
     feedback_terms: int = 30
     feedback_weight: float = 0.5
     fact_vectors: int = 100  # k asked of the fact-vector leg (0: no fact-vector leg)
-    fact_min_cosine: float = 0.3  # the fact-vector leg's floor
-    # Fact selection (`recall.ranking`): how signals fuse and their weights (lexical = 1).
-    fusion: str = "cc"  # "cc": weighted sum of scaled scores; "rrf": reciprocal ranks
-    structure_weight: float = 0.1  # graph distance from the entry entities the question names
-    fact_cosine_weight: float = 0.75  # the fact's own cosine with the question
-    fact_vector_weight: float = 0.0  # the best cosine of the fact's endpoints (entity vectors)
-    temporal_weight: float = 0.5  # closeness of valid_from to a day or month the query names
-    spread_weight: float = 0.25  # activation spread from the best facts through their entities
-    spread_seeds: int = 10
-    spread_beta: float = 1.0  # an entity's activation is divided by its degree ** beta
+    # Fact selection (`recall.ranking`): candidates, signals, their weights and fusion.
+    ranking: RankingConfig = field(default_factory=RankingConfig)
     embed_timeout_s: float = DEFAULT_EMBED_TIMEOUT_S
     coverage_ttl_s: float = DEFAULT_COVERAGE_TTL_S
     max_cached_scopes: int = DEFAULT_MAX_SCOPES
     functional: FunctionalPredicates = field(default_factory=FunctionalPredicates)
 
     def __post_init__(self) -> None:
-        if self.fusion not in FUSIONS:
-            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}")
         if not 0 <= self.feedback_weight < math.inf:
             raise ValueError("feedback_weight must be a finite number >= 0")
 
@@ -251,13 +240,14 @@ class RecallService:
             prior = np.zeros_like(hops_of)
         clock.lap("expand")
 
-        cosine = None
-        if legs.mode != "names" and self.config.fact_vector_weight > 0:
-            cosine = np.zeros(len(index.entity_ids), dtype=np.float32)
+        weights = self.config.ranking
+        entity_cosine = None
+        if legs.mode != "names" and weights.entity_cosine_weight > 0:
+            entity_cosine = np.zeros(len(index.entity_ids), dtype=np.float32)
             for hit in legs.hits:
-                cosine[index.entity_row[hit.entity_id]] = hit.score
+                entity_cosine[index.entity_row[hit.entity_id]] = hit.score
         temporal = None
-        if self.config.temporal_weight > 0 and (window := question_window(text)) is not None:
+        if weights.temporal_weight > 0 and (window := question_window(text)) is not None:
             temporal = distance_days(index.fact_valid_from, window)
         fact_cosine = None
         if legs.fact_hits:
@@ -267,29 +257,18 @@ class RecallService:
                 row = rows.get(hit.entity_id)
                 if row is not None:
                     fact_cosine[row] = max(hit.score, 1e-6)
-        selected = select_facts(
-            index,
-            hops_of,
-            valid,
+        signals = Signals(
+            hops=hops_of,
+            valid=valid,
             lexical=fact_lexical,
-            entity_cosine=cosine,
-            limit=limit,
-            functional=self.config.functional,
-            fact_leg=self.config.fact_leg,
-            k=self.config.rrf_k,
-            structure_weight=self.config.structure_weight,
-            vector_weight=self.config.fact_vector_weight,
-            fact_cosine=fact_cosine,
-            fact_vector_weight=self.config.fact_cosine_weight,
-            fact_floor=self.config.fact_min_cosine,
-            temporal=temporal,
-            temporal_weight=self.config.temporal_weight,
-            spread_weight=self.config.spread_weight,
-            spread_seeds=self.config.spread_seeds,
-            spread_beta=self.config.spread_beta,
-            fusion=self.config.fusion,
-            prior_hops=prior,
             lexical_seed=fact_seed,
+            prior_hops=prior,
+            fact_cosine=fact_cosine,
+            temporal=temporal,
+            entity_cosine=entity_cosine,
+        )
+        selected = select_facts(
+            index, signals, weights, limit=limit, functional=self.config.functional
         )
         facts = [_recalled(index, s) for s in selected]
         clock.lap("select")
@@ -343,7 +322,7 @@ class RecallService:
                     scope,
                     vector,
                     k=self.config.fact_vectors,
-                    min_cosine=self.config.fact_min_cosine,
+                    min_cosine=self.config.ranking.fact_min_cosine,
                 )
             clock.lap("vector")
         except VectorUnavailable as err:
