@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
 import numpy as np
 
@@ -40,6 +41,7 @@ from recall.answers import (
     RecalledFact,
     RecallError,
     RecallWarning,
+    RerankNote,
     SemanticUnavailable,
     Source,
     SubgraphAnswer,
@@ -89,6 +91,7 @@ class RecallConfig:
     fact_vectors: int = 100  # k asked of the fact-vector leg (0: no fact-vector leg)
     # Fact selection (`recall.ranking`): candidates, signals, their weights and fusion.
     ranking: RankingConfig = field(default_factory=RankingConfig)
+    rerank_candidates: int = 20  # how many of the first facts an asked-for rerank reorders
     embed_timeout_s: float = DEFAULT_EMBED_TIMEOUT_S
     coverage_ttl_s: float = DEFAULT_COVERAGE_TTL_S
     max_cached_scopes: int = DEFAULT_MAX_SCOPES
@@ -97,6 +100,20 @@ class RecallConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.feedback_weight < math.inf:
             raise ValueError("feedback_weight must be a finite number >= 0")
+
+
+class Reranker(Protocol):
+    """A listwise reranker (`resources.models.rerank.ListwiseReranker`): the candidates' order,
+    best first, or their own order with the reason; it never raises for the model's sake."""
+
+    def rerank(self, query: str, candidates: Sequence[str]) -> RerankOutcomeLike: ...
+
+
+class RerankOutcomeLike(Protocol):
+    order: tuple[int, ...]
+    reranked: bool
+    reason: str | None
+    ms: float
 
 
 class _Clock:
@@ -139,8 +156,10 @@ class RecallService:
         *,
         current_model: str | None = None,
         config: RecallConfig | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.graph = graph
+        self.reranker = reranker
         self.config = config or RecallConfig()
         if embedder is None:
             providers: dict[str, EmbeddingProvider] = {}
@@ -182,9 +201,12 @@ class RecallService:
         hops: int = 2,
         limit: int = 40,
         k_entities: int = 8,
+        rerank: bool = False,
     ) -> RecallAnswer:
         """Facts of `scope` that answer `query`, valid at `as_of` (default: now, UTC; a naive
-        datetime is taken as UTC), from up to `k_entities` entry entities and `hops` hops."""
+        datetime is taken as UTC), from up to `k_entities` entry entities and `hops` hops.
+        `rerank`: reorder the first `rerank_candidates` facts through the service's listwise
+        reranker (off by default); the answer's `rerank` says whether it happened, and why not."""
         _check_ranking(ranking)
         _check_range("hops", hops, 1, MAX_HOPS)
         _check_range("limit", limit, 1, MAX_LIMIT)
@@ -270,6 +292,9 @@ class RecallService:
         selected = select_facts(
             index, signals, weights, limit=limit, functional=self.config.functional
         )
+        note = None
+        if rerank:  # its own time is in the note; "select" includes it
+            selected, note = self._rerank(index, text, selected)
         facts = [_recalled(index, s) for s in selected]
         clock.lap("select")
         return RecallAnswer(
@@ -282,7 +307,38 @@ class RecallService:
             facts=facts,
             warnings=warnings,
             timings_ms=clock.timings(),
+            rerank=note,
         )
+
+    def _rerank(
+        self, index: ScopeIndex, query: str, selected: list[Selected]
+    ) -> tuple[list[Selected], RerankNote]:
+        """The first `rerank_candidates` facts in the reranker's order (a fact and the facts
+        contradicting it move together, as one candidate), the rest after them unchanged."""
+        if self.reranker is None:
+            return selected, RerankNote(reranked=False, reason="no_reranker")
+        head = selected[: self.config.rerank_candidates]
+        units: list[list[Selected]] = []
+        unit_of: dict[int, int] = {}
+        for s in head:
+            joined = next((unit_of[r] for r in s.contradicts if r in unit_of), None)
+            if joined is None:
+                joined = len(units)
+                units.append([])
+            units[joined].append(s)
+            unit_of[s.row] = joined
+        texts = [_candidate_text(index.facts[u[0].row]) for u in units]
+        outcome = self.reranker.rerank(query, texts)
+        note = RerankNote(
+            reranked=outcome.reranked,
+            reason=outcome.reason,
+            candidates=len(units),
+            ms=outcome.ms,
+        )
+        if not outcome.reranked:
+            return selected, note
+        ordered = [s for i in outcome.order for s in units[i]]
+        return [*ordered, *selected[len(head) :]], note
 
     def _name_leg(self, index: ScopeIndex, tokens: Sequence[str]) -> list[Ranked]:
         hits = index.entity_bm25.top(tokens, self.config.fuse_depth)
@@ -466,6 +522,11 @@ def _clip(query: str, warnings: list[RecallWarning]) -> str:
         )
     )
     return query[:MAX_QUERY_CHARS]
+
+
+def _candidate_text(f: FactRecord) -> str:
+    """A fact as a reranker reads it: the statement and since when it holds."""
+    return f"{f.subject} {f.predicate} {f.object} (since {f.valid_from.date().isoformat()})"
 
 
 def _card(e: EntityRecord) -> EntityCard:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from resources.models.base import DEFAULT_MAX_DIMENSIONS, EmbeddingProvider, ExtractionProvider
 
 EXTRACTORS = ("none", "openai", "command")
-EMBEDDERS = ("none", "openai", "command", "sentence-transformers")
+EMBEDDERS = ("none", "openai", "command", "sentence-transformers", "onnx")
 
 
 def _kind(provider: str) -> str:
@@ -102,6 +102,10 @@ class EmbeddingConfig:
             from resources.models.st_embeddings import DEFAULT_MODEL
 
             return self.model or DEFAULT_MODEL
+        if self.kind == "onnx":
+            from resources.models.onnx_embeddings import DEFAULT_MODEL as ONNX_DEFAULT
+
+            return self.model or ONNX_DEFAULT
         return "" if self.kind == "none" else self.model
 
     def identity(self) -> str:
@@ -138,4 +142,8 @@ class EmbeddingConfig:
             from resources.models.st_embeddings import SentenceTransformerEmbeddingProvider
 
             return SentenceTransformerEmbeddingProvider(self.model or None)
+        if self.kind == "onnx":
+            from resources.models.onnx_embeddings import OnnxEmbeddingProvider
+
+            return OnnxEmbeddingProvider(self.model or None, max_dimensions=self.max_dimensions)
         raise ValueError(f"unknown embedding provider {self.provider!r} ({' | '.join(EMBEDDERS)})")
