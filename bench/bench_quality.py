@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere: `python bench/bench_quality.py`
     sys.path.insert(0, str(ROOT))
 
+from bench.curve import summary  # noqa: E402
 from bench.netutil import free_port, wait_for_http  # noqa: E402
 from bench.recall_variants import VARIANTS  # noqa: E402
 from recall.service import RecallConfig, RecallService  # noqa: E402
@@ -323,6 +324,7 @@ def evaluate(service: RecallService, bench: BenchSet, ranking: str) -> dict[str,
     latencies.sort()
     return {
         **_mean(rows),
+        "intervals": summary(rows, METRICS),
         "queries": len(rows),
         "modes": sorted({r["mode"] for r in rows}),
         "stale_answers": stale,
@@ -348,10 +350,10 @@ def start_embed_server(python: str = sys.executable) -> tuple[subprocess.Popen[b
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for_http(f"{url}/health", 180, proc=proc)
+        wait_for_http(f"{url}/health", 900, proc=proc)  # a loaded host loads torch slowly
     except TimeoutError:
         proc.kill()
-        raise RuntimeError("embedding server did not become ready in 180 s") from None
+        raise RuntimeError("embedding server did not become ready in 900 s") from None
     return proc, url
 
 
@@ -375,7 +377,9 @@ def run(
 ) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for name, config in variants.items():
-        service = RecallService(graph, vectors, provider, config=config)
+        # Quality, not speed: a loaded host must not turn an embedding into a names-only answer.
+        patient = replace(config, embed_timeout_s=120.0)
+        service = RecallService(graph, vectors, provider, config=patient)
         try:
             modes = {"lexical": evaluate(service, bench, "lexical")}
             if provider is not None:

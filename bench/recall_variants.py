@@ -20,23 +20,18 @@ def _ranking(**changes: object) -> RecallConfig:
 
 VARIANTS: dict[str, RecallConfig] = {
     "shipped": RecallConfig(),
-    "before issue 11 (rrf, no fact vectors, no dates, no spread)": RecallConfig(
-        fact_vectors=0,
-        ranking=RankingConfig(
-            fusion="rrf", structure_weight=0.25, temporal_weight=0.0, spread_weight=0.0
-        ),
-    ),
-    "fusion=rrf": _ranking(fusion="rrf", structure_weight=0.25),
+    # main before issue 20: no question-entity focus, no near-duplicate dedup
+    "issue 11 ranking (no focus, no dedup)": _ranking(focus_weight=0.0, distinct_top=0),
+    "no dedup": _ranking(distinct_top=0),
+    "no focus": _ranking(focus_weight=0.0),
+    "focus_weight=0.5": _ranking(focus_weight=0.5),
+    "focus_weight=1": _ranking(focus_weight=1.0),
     "no fact vectors": RecallConfig(fact_vectors=0),
-    "fact_cosine_weight=0.5": _ranking(fact_cosine_weight=0.5),
-    "fact_cosine_weight=1": _ranking(fact_cosine_weight=1.0),
+    "fusion=rrf": _ranking(fusion="rrf", structure_weight=0.25),
     "no spread": _ranking(spread_weight=0.0),
     "no date window": _ranking(temporal_weight=0.0),
     "no fact leg": _ranking(fact_leg=0),
     "no lexical feedback": RecallConfig(feedback_weight=0.0),
-    "feedback_weight=0.75": RecallConfig(feedback_weight=0.75),
     "structure_weight=0": _ranking(structure_weight=0.0),
     "structure_weight=0.5": _ranking(structure_weight=0.5),
-    "entity_cosine_weight=0.25": _ranking(entity_cosine_weight=0.25),
-    "fuse_depth=8": RecallConfig(fuse_depth=8),
 }

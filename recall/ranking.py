@@ -47,11 +47,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 import numpy as np
 
 from recall.cache import FunctionalPredicates, ScopeIndex
 from recall.fusion import RRF_K
+from recall.lexical import tokenize
 
 FUSIONS = ("cc", "rrf")
 
@@ -72,6 +74,12 @@ class RankingConfig:
     spread_weight: float = 0.25  # activation spread from the best facts through their entities
     spread_seeds: int = 10
     spread_beta: float = 1.0  # an entity's activation is divided by its degree ** beta
+    # The question's own entities (named in full, the most specific ones): facts touching one
+    # come before facts about a neighbour; 1 / sqrt(degree) of the weight.
+    focus_weight: float = 0.25
+    # Near-duplicates (the same statement in other words) of a fact ranked above them are moved
+    # below the first `distinct_top` places (0: off).
+    distinct_top: int = 10
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
@@ -105,6 +113,7 @@ class Signals:
     fact_cosine: np.ndarray | None = None
     temporal: np.ndarray | None = None
     entity_cosine: np.ndarray | None = None
+    focus: np.ndarray | None = None  # per entity row: the question names it (most specific)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +192,13 @@ def score_candidates(
     lex = signals.lexical[rows]
     add(lex > 0, lex, 1.0)
 
+    if signals.focus is not None and config.focus_weight > 0:
+        # Diluted by the entity's degree, as the spread is: a hub the question names (a
+        # speaker, "user") tells its thousand facts apart no better than a neighbour's.
+        weight = signals.focus / np.sqrt(np.maximum(index.entity_degree, 1))
+        own = np.maximum(weight[index.fact_subject[rows]], weight[index.fact_object[rows]])
+        add(own > 0, own, config.focus_weight, 1.0)
+
     if signals.fact_cosine is not None:
         cos = signals.fact_cosine[rows]
         near = cos > 0
@@ -246,9 +262,77 @@ def select_facts(
         at = int(np.searchsorted(rows, row))
         return float(score[at]) if at < rows.size and rows[at] == row else 0.0
 
-    return _with_contradictions(
+    taken = _with_contradictions(
         index, signals.hops, signals.valid, ranked, ranked_score, score_of, limit, functional
     )
+    return distinct_first(index, taken, config.distinct_top)
+
+
+class Statement(NamedTuple):
+    """What near-duplicate detection compares of a fact: its entity rows and words."""
+
+    subject: int
+    object: int
+    predicate: str
+    predicate_words: frozenset[str]
+    subject_words: frozenset[str]
+    object_words: frozenset[str]
+
+    @classmethod
+    def of(cls, index: ScopeIndex, row: int) -> Statement:
+        f = index.facts[row]
+        return cls(
+            int(index.fact_subject[row]),
+            int(index.fact_object[row]),
+            f.predicate,
+            frozenset(tokenize(f.predicate)),
+            frozenset(tokenize(f.subject)),
+            frozenset(tokenize(f.object)),
+        )
+
+
+def _nested(a: frozenset[str], b: frozenset[str]) -> bool:
+    return bool(a and b) and (a <= b or b <= a)
+
+
+def near_duplicates(a: Statement, b: Statement) -> bool:
+    """Two statements say the same in other words: the same two entities and predicates
+    sharing a word ("VOLUNTEERS_AT" / "STARTED_VOLUNTEERING_AT"), or the same predicate and
+    one end, the other end's words one inside the other ("the homeless shelter" / "homeless
+    shelter")."""
+    if {a.subject, a.object} == {b.subject, b.object}:
+        return bool(a.predicate_words & b.predicate_words)
+    if a.predicate != b.predicate:
+        return False
+    if a.subject == b.subject:
+        return _nested(a.object_words, b.object_words)
+    return a.object == b.object and _nested(a.subject_words, b.subject_words)
+
+
+def distinct_first(index: ScopeIndex, taken: list[Selected], top: int) -> list[Selected]:
+    """`taken` with every near-duplicate of a fact ranked above it moved just below the first
+    `top` places (graph-aware dedup: the superseded are already gone, contradictions are kept
+    side by side, never called duplicates). Nothing is dropped."""
+    if top <= 0 or len(taken) <= 1:
+        return taken
+    head: list[Selected] = []
+    later: list[Selected] = []
+    kept: list[Statement] = []
+    for i, s in enumerate(taken):
+        if len(head) >= top:
+            return [*head, *later, *taken[i:]]
+        statement = Statement.of(index, s.row)
+        peers = set(s.contradicts)
+        if any(
+            near_duplicates(statement, k)
+            for k, r in zip(kept, head, strict=True)
+            if r.row not in peers
+        ):
+            later.append(s)
+            continue
+        head.append(s)
+        kept.append(statement)
+    return [*head, *later]
 
 
 def _with_contradictions(

@@ -51,7 +51,7 @@ from recall.answers import (
 from recall.cache import DEFAULT_MAX_SCOPES, FunctionalPredicates, ScopeIndex, ScopeIndexCache
 from recall.fusion import NAME_LEG, RRF_K, VECTOR_LEG, Fused, Ranked, positions, rrf
 from recall.gate import SkipReason, gate
-from recall.lexical import query_tokens
+from recall.lexical import query_tokens, tokenize
 from recall.ranking import RankingConfig, Selected, Signals, select_facts
 from recall.temporal import distance_days, question_window
 from recall.vector_leg import (
@@ -280,6 +280,7 @@ class RecallService:
                 if row is not None:
                     fact_cosine[row] = max(hit.score, 1e-6)
         signals = Signals(
+            focus=_focus(index, named, tokens),
             hops=hops_of,
             valid=valid,
             lexical=fact_lexical,
@@ -522,6 +523,28 @@ def _clip(query: str, warnings: list[RecallWarning]) -> str:
         )
     )
     return query[:MAX_QUERY_CHARS]
+
+
+def _focus(index: ScopeIndex, named: Sequence[str], tokens: Sequence[str]) -> np.ndarray | None:
+    """Entity rows the question names in full (every word of the name or of an alias is in it)
+    and most specifically: "Melanie" is dropped when "Melanie's daughter" is named too."""
+    asked = set(tokens)
+    found: dict[int, frozenset[str]] = {}
+    for eid in named:
+        row = index.entity_row[eid]
+        e = index.entities[row] if row < index.known_entities else None
+        names = [index.entity_names[row], *(e.aliases if e else ())]
+        spans = [frozenset(tokenize(n)) for n in names]
+        best = max((w for w in spans if w and w <= asked), key=len, default=None)
+        if best is not None:
+            found[row] = best
+    if not found:
+        return None
+    mask = np.zeros(len(index.entity_ids), dtype=bool)
+    for row, words in found.items():
+        if not any(words < other for other in found.values()):
+            mask[row] = True
+    return mask
 
 
 def _candidate_text(f: FactRecord) -> str:
