@@ -96,3 +96,16 @@ def test_an_audit_that_disagrees_with_the_set_fails_loudly(tmp_path) -> None:
     bad.write_text(json.dumps(missing) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="lacks"):
         locomo.load_questions(audit=bad)
+
+
+def test_the_unseen_conversation_is_in_no_tuned_or_held_out_split() -> None:
+    assert set(locomo.UNSEEN) == {"conv-30"}
+    assert not set(locomo.UNSEEN) & (set(locomo.TUNE) | set(locomo.HELD_OUT))
+    unseen = locomo.load_questions(locomo.UNSEEN)
+    assert {q.conv for q in unseen} == {"conv-30"} and len(unseen) == 81
+    assert {q.category for q in unseen} <= set(locomo.CATEGORIES)
+    # Adding it changed neither the eight conversations' questions nor their pipeline input.
+    assert {q.conv for q in locomo.load_questions()} == set(locomo.CONVS)
+    assert locomo.input_digest() != locomo.input_digest(locomo.UNSEEN)
+    turns = locomo.landing_turns("conv-30", locomo.session_dates()["conv-30"])
+    assert len(turns) == len({t["dia_ids"][0] for t in locomo.load_triples("conv-30")})
