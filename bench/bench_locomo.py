@@ -56,8 +56,8 @@ import numpy as np  # noqa: E402
 from bench import locomo  # noqa: E402
 from bench.curve import KS, METRICS, clears, curve_table, paired, summary  # noqa: E402
 from bench.locomo import CONVS, HELD_OUT, LABELS, TUNE, UNSEEN, Question  # noqa: E402
+from bench.memo import MemoProvider  # noqa: E402
 from bench.recall_variants import VARIANTS  # noqa: E402
-from resources.models.base import EmbeddingProvider  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "quality_locomo.json"
 LIMIT = 40
@@ -143,28 +143,6 @@ def fact_vectors(data: Path, model: str, scope: Any, store: Any) -> dict[str, np
         fid: np.asarray(vec, dtype=np.float32)
         for fid, vec in zip(table["fact_id"].to_list(), table["vector"].to_list(), strict=True)
     }
-
-
-class MemoProvider(EmbeddingProvider):
-    """Embeds each text once: the flat searches and the variants of `--ablation` ask for the
-    same questions again (the vectors are the wrapped provider's)."""
-
-    in_process = True
-
-    def __init__(self, inner: EmbeddingProvider) -> None:
-        self.inner = inner
-        self.kind = inner.kind
-        self.memo: dict[str, list[float]] = {}
-
-    @property
-    def model(self) -> str:
-        return self.inner.model
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        todo = [t for t in dict.fromkeys(texts) if t not in self.memo]
-        if todo:
-            self.memo.update(zip(todo, self.inner.embed(todo), strict=True))
-        return [self.memo[t] for t in texts]
 
 
 def evaluate(
@@ -318,6 +296,15 @@ def sources_check(result: dict[str, Any]) -> dict[str, int]:
 
 ABLATION_MODES = ("hybrid", "lexical")
 ABLATION_SPLITS = ("tune", "held_out")
+# Issue 20's changes, each against the shipped ranking (the full list: bench_quality.py).
+ABLATION = (
+    "shipped",
+    "issue 11 ranking (no focus, no dedup)",
+    "no dedup",
+    "no focus",
+    "focus_weight=0.5",
+    "focus_weight=1",
+)
 
 
 def ablation(data: Path, provider: Any, log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -332,6 +319,7 @@ def ablation(data: Path, provider: Any, log: Callable[[str], None] = print) -> d
             log=lambda _: None,
         )
         for name, config in VARIANTS.items()
+        if name in ABLATION
     }  # fmt: skip
     base = runs["shipped"]
     out: dict[str, Any] = {}
@@ -389,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = tmp
     data = data.resolve()
     data.mkdir(parents=True, exist_ok=True)
-    from resources.models.st_embeddings import SentenceTransformerEmbeddingProvider
+    from resources.models.onnx_embeddings import OnnxEmbeddingProvider
     from resources.vector.lite_server import stop_lite_server
 
     variants = None
@@ -397,7 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         t = time.perf_counter()
         info = locomo.run_pipeline(data, CONVS)
         pipeline_s = time.perf_counter() - t
-        provider = MemoProvider(SentenceTransformerEmbeddingProvider(None))
+        # Query vectors through ONNX Runtime: the pipeline's model and vectors (to 1e-4,
+        # tests/unit/test_onnx_embeddings.py), one steady thread instead of a torch team.
+        provider = MemoProvider(OnnxEmbeddingProvider(threads=1))
         print(f"pipeline {pipeline_s:.0f} s; assets {info.get('assets')}")
         result = evaluate(data, locomo.load_questions(CONVS), provider)
         # The unseen conversations: a pipeline run and stores of their own.

@@ -454,6 +454,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--names-only", action="store_true", help="skip the hybrid mode")
     parser.add_argument("--ablation", action="store_true", help="also run the recall variants")
+    parser.add_argument(
+        "--embedder",
+        choices=("onnx", "server"),
+        default="onnx",
+        help="onnx: the bundled model in-process through ONNX Runtime (default); server: "
+        "memflow's embedding server (torch) through the OpenAI-compatible provider",
+    )
     parser.add_argument("--embed-url", help="use a running OpenAI-compatible embedding server")
     parser.add_argument("--embed-model", default=EMBED_MODEL)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -484,7 +491,12 @@ def project(args: argparse.Namespace) -> int:
             started = time.perf_counter()
             load_into(graph, bench)
             print(f"loaded graph in {time.perf_counter() - started:.1f} s")
-            if not args.names_only:
+            if not args.names_only and args.embedder == "onnx" and args.embed_url is None:
+                from bench.memo import MemoProvider
+                from resources.models.onnx_embeddings import OnnxEmbeddingProvider
+
+                provider = MemoProvider(OnnxEmbeddingProvider(args.embed_model))
+            elif not args.names_only:
                 from resources.models.openai_embeddings import OpenAIEmbeddingProvider
 
                 url = args.embed_url
