@@ -280,8 +280,11 @@ class Statement(NamedTuple):
 
     @classmethod
     def of(cls, index: ScopeIndex, row: int) -> Statement:
+        known = index.statements.get(row)
+        if known is not None:
+            return known  # type: ignore[no-any-return]
         f = index.facts[row]
-        return cls(
+        made = index.statements[row] = cls(
             int(index.fact_subject[row]),
             int(index.fact_object[row]),
             f.predicate,
@@ -289,6 +292,7 @@ class Statement(NamedTuple):
             frozenset(tokenize(f.subject)),
             frozenset(tokenize(f.object)),
         )
+        return made
 
 
 def _nested(a: frozenset[str], b: frozenset[str]) -> bool:
