@@ -146,3 +146,19 @@ def test_the_model_answer_is_read_for_candidate_numbers_only() -> None:
     assert parse_ranking('{"ranking": "all of them"}', 3) is None
     assert parse_ranking("", 3) is None
     assert parse_ranking('{"ranking": [1e400, null, {"a": 1}]}', 3) is None
+
+
+def test_the_factory_builds_the_reranker_only_when_configured(server: RankingChatServer) -> None:
+    from resources.models.factory import RerankConfig
+
+    assert RerankConfig().build() is None
+    with pytest.raises(ValueError, match="base_url and model"):
+        RerankConfig(provider="openai").build()
+    with pytest.raises(ValueError, match="unknown rerank provider"):
+        RerankConfig(provider="cloud").build()
+    with pytest.raises(NonLocalEndpointError):
+        RerankConfig(provider="openai", base_url="http://93.184.216.34", model="m").build()
+    built = RerankConfig(provider="openai", base_url=server.url, model="judge-model").build()
+    assert built is not None
+    assert built.rerank("which database", ["a database", "b"]).reranked
+    built.close()
