@@ -455,6 +455,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--names-only", action="store_true", help="skip the hybrid mode")
     parser.add_argument("--ablation", action="store_true", help="also run the recall variants")
     parser.add_argument(
+        "--variants", help="with --ablation: only these variants (names separated by |)"
+    )
+    parser.add_argument(
         "--embedder",
         choices=("onnx", "server"),
         default="onnx",
@@ -483,6 +486,12 @@ def project(args: argparse.Namespace) -> int:
     bench = load_set()
     print(f"benchmark set: {bench.counts()}")
     variants = VARIANTS if args.ablation else {"shipped": VARIANTS["shipped"]}
+    if args.ablation and args.variants:
+        wanted = ["shipped", *(v.strip() for v in args.variants.split("|") if v.strip())]
+        unknown = [v for v in wanted if v not in VARIANTS]
+        if unknown:
+            raise SystemExit(f"unknown variants: {unknown}; known: {list(VARIANTS)}")
+        variants = {v: VARIANTS[v] for v in dict.fromkeys(wanted)}
     server = None
     provider: EmbeddingProvider | None = None
     with tempfile.TemporaryDirectory(prefix="memflow-bench-") as tmp:

@@ -75,8 +75,9 @@ class RankingConfig:
     spread_seeds: int = 10
     spread_beta: float = 1.0  # an entity's activation is divided by its degree ** beta
     # The question's own entities (named in full, the most specific ones): facts touching one
-    # come before facts about a neighbour; 1 / sqrt(degree) of the weight.
-    focus_weight: float = 0.25
+    # come before facts about a neighbour; 1 / sqrt(degree) of the weight. Off: at 0.25 it cost
+    # LoCoMo's held-out half 0.003 of recall@10 (interval -0.005..-0.001, BENCHMARKS.md).
+    focus_weight: float = 0.0
     # Near-duplicates (the same statement in other words) of a fact ranked above them are moved
     # below the first `distinct_top` places (0: off).
     distinct_top: int = 10

