@@ -100,9 +100,13 @@ def _source(name: str) -> Path:
 
 def export(folder: Path, target: Path) -> Path:
     """Export the folder's transformer (last hidden state) to `target`, atomically."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         import torch
+        import transformers
         from transformers import AutoModel
+
+        transformers.logging.disable_progress_bar()
     except ImportError as err:
         raise ModelError(
             "exporting to ONNX needs the optional extra: pip install 'memflow[st]'"
