@@ -55,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from schemas import redaction  # noqa: E402
+from schemas.redaction import _gates, keywords, prose  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "redaction_adversarial.json"
 MIB = 1 << 20
@@ -89,11 +90,11 @@ SHAPES = (
 def _units() -> dict[str, str]:
     """Every unit a hostile text repeats, named for the table."""
     literals: set[str] = set()
-    for gate in redaction._GATES:
-        literal = redaction._literal_prefix(gate)[0]
+    for gate in _gates._GATES:
+        literal = _gates._literal_prefix(gate)[0]
         if literal:
             literals.add(literal)
-    words = set(redaction._KEYWORD_GATE) | set(redaction._INTL_STEMS) | set(redaction._CJK_GATE)
+    words = set(keywords._KEYWORD_GATE) | set(prose._INTL_STEMS) | set(prose._CJK_GATE)
     units: dict[str, str] = {}
     for word in sorted(literals | words):
         for suffix in SUFFIXES:

@@ -1,0 +1,116 @@
+"""Redaction: secrets and e-mail addresses leave a text before it is stored, logged or embedded.
+
+Each secret span is replaced by a typed placeholder, ``[REDACTED:<kind>]`` with ``kind`` in
+``[a-z0-9_]+`` (``password``, ``aws_key``, ``email`` ...), and the text around it is kept:
+``password=[REDACTED:password]``, ``postgres://app:[REDACTED:password]@db:5432/pay``,
+``https://x.blob.core.windows.net/c/f?sv=2021-08-06&sig=[REDACTED:signature]``.
+
+Placeholders are atoms. A placeholder (``[REDACTED]`` or ``[REDACTED:<kind>]``, whoever wrote
+it) is never a secret, never part of one and never the key or value of an assignment: a match
+that begins or ends inside one is dropped (``[REDACTED:gcp_api_key]: please`` is not
+``api_key: please``), and so is a secret span that overlaps one. Text next to a
+placeholder was judged by the pass that wrote it, while the secret still stood there; judged
+again next to the placeholder (other characters, other length) it could read otherwise. So
+``redact`` is idempotent and ``contains_secret`` is False on anything ``redact`` returned;
+property-based tests (``tests/unit/test_redaction_properties.py``) check both over generated
+secrets of every kind. The price: a secret someone glues to a placeholder they typed
+(``password=[REDACTED]hunter2``) is left alone.
+
+Detection reuses detect-secrets: the ``denylist`` regexes of its token plugins (cloud, VCS,
+chat, payment and registry tokens, JWTs, basic-auth URLs, private-key headers), the keyword
+list of its KeywordDetector and its Shannon entropy. Patterns are added here only where the
+library finds a line but not the span to cut, or has no plugin; each says why. They cover
+token families the library lacks (DigitalOcean, Hugging Face, Anthropic, Shopify, Vault,
+Databricks ...), assignments (``.env`` lines, code, YAML, JSON, query strings, ``--flags``,
+Dockerfile ``ENV``, XML), credentials on the command lines agents run (``curl -u``,
+``mysql -p``, ``sshpass -p``, ``redis-cli -a``, ``docker login -p``, ``echo X | sudo -S`` ...),
+signed-URL signatures (Azure SAS ``sig=``, ``X-Amz-Signature``), AWS secret keys near an AWS or
+secret word, SQL (``WITH PASSWORD 'x'``, ``IDENTIFIED BY 'x'``), ``.netrc``, Docker's
+``config.json``, PostgreSQL's ``.pgpass`` lines (``db:5432:pay:app:[REDACTED:password]``: only the
+password field), cookies (``Cookie:`` and ``Set-Cookie:`` headers, curl's ``-b``/``--cookie``,
+a HAR file's cookie header, Netscape ``cookies.txt`` lines: each value, never a name or a
+``Path=/; HttpOnly`` attribute, ``[REDACTED:cookie]``), and passwords stated in prose
+("my password is hunter2RT", "the password for prod was 'x y'", "password Hunter2RT"), in
+English and in German, French, Spanish, Portuguese, Dutch, Swedish, Norwegian, Danish, Polish,
+Russian, Ukrainian, Turkish, Chinese, Japanese and Korean ("das Passwort ist ...", "le mot de
+passe est « ... »", "пароль от базы — ...", "数据库密码是...", "パスワードは..."); their words
+for password are assignment keys too (``passwort=``, ``contraseña:``, ``şifre =``).
+
+Text in JSON-escaped form (``postgres:\\/\\/app:pw@db``, ``\\u0070assword``, a JSON document
+inside a JSON string) is also read decoded, up to three levels deep; what is found there is cut
+from the text as written, whole escape sequences included.
+
+Deliberately not detected: detect-secrets' entropy plugins on their own (they flag commit SHAs,
+content hashes and base64 blobs, common and legitimate in coding conversations), its IP-address
+plugin (not a secret) and its vendor plugins that need context words (Artifactory, IBM,
+SoftLayer, Cloudant; assignments such as ``ibm_api_key = ...`` are still caught by keyword).
+Code is not a value: ``password = get_password()``, ``os.environ['PW']``, ``settings.PW``,
+``password=password``, ``token: str``, ``$VAR``, ``${VAR}``, ``$(cmd ...)``, templates; a call
+of a password-like name (``Hunter2RT(prod)``) and brackets inside a word (``Sup3r[Secret]RT``)
+are values, and so is everything after ``KEY=`` in a ``.env`` line or shell variable. A prose
+password must look like one (a digit with letters, a symbol or inner capitals; or quoted):
+"the password is correcthorsebatterystaple" is not found, "the password is required",
+"passwords are hashed", "das Passwort ist erforderlich", "le mot de passe est requis" and
+"пароль обязателен" are left alone; Spanish ``clave`` and Turkish/Italian ``parola`` (also key,
+word) need a value that looks strongly like one even when quoted. A line of five
+colon-separated fields is a ``.pgpass`` line only in a text that mentions ``pgpass``, or with
+a host, a port, no space in its first four fields, a database that is no number and a
+password that looks like one (or PostgreSQL's port): timestamps, IPv6 and MAC addresses,
+``host:port``, ``ERROR:root:...`` log lines, slices and linter output
+(``app/db.py:12:5: E501 ...``) stay; a pgpass password with an unescaped colon is found only
+where the text says ``pgpass``. Not detected: a cookie object as JSON text
+(``{"name": "sid", "value": ...}``, HAR's ``cookies``; ``redact_json`` finds it parsed),
+cookies set in code (``document.cookie = ...``, ``response.set_cookie(...)``).
+
+Speed: everything compiles once at import. Each detector has a gate, a few lowercase
+substrings or regexes that every match implies and that demand its structure, not just a word
+(``key=``, not ``key``; ``://user@``, not ``://``); a text none of the gates opens is clean
+without running a detector. The gates run as one regex factored by common prefixes (Python's
+engine tries alternatives one by one); a text of ASCII only is searched without the gates that
+start with another character (``пароль``, ``密码``: each such first character costs every
+position of every text a comparison). ``redact_series`` runs the same gates in polars (Rust)
+over the unique values of a column and sends only the candidates through the detectors.
+
+Time is linear in the text, hostile text included (a landing line may hold a mebibyte; the
+forms before this took 45 s for 64 KB of ``-``, hours for a mebibyte). Each gate matches
+within a bounded width (a longer run opens its detector through a hatch, ``_bounded``); no
+detector reads a run, a value or a command again for each start inside it (see "linear
+time" below). What that changed: an unquoted value longer than 256 characters is cut whole,
+judged on its head (a command substitution, a path or a working directory stays); a value in
+typographic quotes holds no opening quote of its kind (``“a “b”`` is no value); each ``-b``
+or ``--cookie`` after ``curl`` on its continued line is read; npm's token after every
+``/:_authToken=``; a JWT at the first 16 ``eyJ`` of a run. ``bench/bench_redaction_adversarial.py``
+times every gate's literal and keyword, and chains of matches, repeated to n and 4n characters.
+
+Helpers for ingestion: ``redact_record`` (a rejected raw line, clipped after redaction) and
+``redact_id`` (id-like fields: a secret inside an id is replaced, and the id stays unique).
+"""
+
+from __future__ import annotations
+
+from schemas.redaction._base import PLACEHOLDER, PLACEHOLDER_PATTERN
+from schemas.redaction._gates import PREFILTER_PATTERN
+from schemas.redaction.columns import redact_series, redact_series_with_count, secret_mask
+from schemas.redaction.engine import (
+    contains_secret,
+    redact,
+    redact_id,
+    redact_record,
+    redact_with_count,
+)
+from schemas.redaction.structured import redact_json
+
+__all__ = [
+    "PLACEHOLDER",
+    "PLACEHOLDER_PATTERN",
+    "PREFILTER_PATTERN",
+    "contains_secret",
+    "redact",
+    "redact_id",
+    "redact_json",
+    "redact_record",
+    "redact_series",
+    "redact_series_with_count",
+    "redact_with_count",
+    "secret_mask",
+]
