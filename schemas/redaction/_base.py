@@ -271,19 +271,30 @@ class _Detector:
         kind = self.kind_of(m) if self.kind_of and found else self.kind
         out: list[_Span] = []
         for start, end in found:
-            if start >= end:
-                continue
-            # Never split a backslash escape (JSON or shell text stays well formed): a span
-            # right after an escaping backslash takes it along; one ending on it leaves it.
-            if _escapes_next(text, start):
-                start -= 1
-            if _escapes_next(text, end) and end - 1 > start:
-                end -= 1
-            lo, hi = min(start, m.start()), max(end, m.end())
-            if atoms and _touches_an_atom(atoms, lo, hi, start, end):
-                continue
-            out.append((start, end, self.priority, kind))
+            kept = _keeps(text, atoms, m.start(), m.end(), start, end)
+            if kept is not None:
+                out.append((*kept, self.priority, kind))
         return out
+
+
+def _keeps(
+    text: str, atoms: _Atoms, m_start: int, m_end: int, start: int, end: int
+) -> tuple[int, int] | None:
+    """The secret [start, end) of a match [m_start, m_end) as cut, or None where it is none.
+
+    Never split a backslash escape (JSON or shell text stays well formed): a span right after
+    an escaping backslash takes it along; one ending on it leaves it. A match that reads a
+    placeholder as text holds no secret (`_touches_an_atom`)."""
+    if start >= end:
+        return None
+    if _escapes_next(text, start):
+        start -= 1
+    if _escapes_next(text, end) and end - 1 > start:
+        end -= 1
+    lo, hi = min(start, m_start), max(end, m_end)
+    if atoms and _touches_an_atom(atoms, lo, hi, start, end):
+        return None
+    return start, end
 
 
 # --- placeholders as atoms --------------------------------------------------------------------

@@ -4,6 +4,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+import re2
+
 from schemas.redaction._base import (
     _REGEX_META,
     _unbounded,
@@ -101,8 +103,51 @@ def _ascii_start(gate: str) -> bool:
 _PREFILTER_ASCII = re.compile(_prefix_tree(g for g in _PREFILTER_GATES if _ascii_start(g)))
 
 
+def _re2_syntax(pattern: str) -> str:
+    """A gate regex (Python's syntax, read as Rust's by polars) in RE2's: `\\uXXXX` as
+    `\\x{XXXX}`, and `\\w` Unicode-aware as Python's is (RE2's is ASCII): letters, numbers
+    and `_`. The gates use `\\s` only inside negated classes, where RE2's narrower `\\s`
+    lets more through, never less."""
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            nxt = pattern[i + 1]
+            if nxt == "w":
+                out.append(r"\pL\pN_" if in_class else r"[\pL\pN_]")
+            elif nxt == "u" and re.fullmatch("[0-9a-fA-F]{4}", pattern[i + 2 : i + 6]):
+                out.append(f"\\x{{{pattern[i + 2 : i + 6]}}}")
+                i += 4
+            else:
+                out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern.startswith("[^", i) or pattern.startswith("[]", i):
+                out.append(pattern[i : i + 2])
+                i += 2
+                continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+# The prefilter as RE2 runs it: one automaton over the text, linear in it whatever the gates,
+# and 20 times faster than Python's engine on the landing sample (`bench_redaction.py`). Its
+# gates are the unbounded forms (`_bounded`), so it finds every place Python's prefilter does,
+# or an earlier one, never a later (a unit test compares them).
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.max_mem = 64 << 20  # the automaton's cache: at 8 MiB (the default) RE2 falls back
+_PREFILTER_RE2 = re2.compile(_re2_syntax(PREFILTER_PATTERN.removeprefix("(?i)")), _RE2_OPTIONS)
+
+
 def _prefilter(lowered: str) -> re.Match[str] | None:
-    return (_PREFILTER_ASCII if lowered.isascii() else _PREFILTER).search(lowered)
+    """Where the first gate may start in the lowercased text (None: no gate opens)."""
+    return _PREFILTER_RE2.search(lowered)  # type: ignore[no-any-return]
 
 
 # Which gates a candidate opens: the gates' prefix tree finds each position where one may

@@ -23,8 +23,6 @@ from schemas.redaction._gates import (
     _GATES_ANYWHERE,
     _GATES_BY_FIRST,
     _OPENS_BY_FIRST,
-    _PREFILTER,
-    _PREFILTER_ASCII,
     _ascii_start,
     _prefilter,
     _prefix_tree,
@@ -34,6 +32,7 @@ from schemas.redaction._views import (
     _views,
 )
 from schemas.redaction.detectors import _DETECTORS
+from schemas.redaction.ruleset import RULES
 
 # --- finding and cutting spans ----------------------------------------------------------------
 
@@ -86,11 +85,16 @@ def _gate_search_for(gates: frozenset[str], ascii: bool) -> re.Pattern[str]:
     return re.compile(_prefix_tree(chosen) if chosen else "(?!)")
 
 
-def _spans(text: str, lowered: str, first: int = 0) -> list[_Span]:
+def _spans(text: str, lowered: str, first: int | None, rules: tuple[int, ...]) -> list[_Span]:
+    """The spans of the detectors the gates open (none where `first` is None: no gate) and of
+    the rules whose keywords the text holds."""
     atoms = _atoms(text)
     found: list[_Span] = []
-    for d in _open_detectors(lowered, first):
-        found.extend(d.find(text, lowered, atoms))
+    if first is not None:
+        for d in _open_detectors(lowered, first):
+            found.extend(d.find(text, lowered, atoms))
+    if rules:
+        found.extend(RULES.find(text, rules, atoms))
     return found
 
 
@@ -108,26 +112,33 @@ def _merge(spans: Iterable[_Span]) -> list[tuple[int, int, str]]:
     return [(s, e, k) for s, e, _, k in merged]
 
 
-def _all_spans(text: str, lowered: str, first: int | None) -> list[tuple[int, int, str]]:
+def _all_spans(
+    text: str, lowered: str, first: int | None, rules: tuple[int, ...]
+) -> list[tuple[int, int, str]]:
     """Merged spans of the text and its decoded views; `first`: where the prefilter found the
-    first gate in the text as written (None: nowhere, so only a view can hold a secret)."""
-    views = list(_views(text)) if _has_escapes(text) else []
-    if first is None and not any(_prefilter(_lower(v.text)) for v in views):
-        return []
-    found = _spans(text, lowered, len(lowered) if first is None else first)
-    for view in views:
-        for s, e, priority, kind in _spans(view.text, _lower(view.text)):
-            if raw := view.raw_span(s, e):
-                found.append((*raw, priority, kind))
+    first gate in the text as written (None: nowhere), `rules`: the rules its keywords open."""
+    found = _spans(text, lowered, first, rules)
+    if _has_escapes(text):
+        for view in _views(text):
+            view_lowered = _lower(view.text)
+            hit = _prefilter(view_lowered)
+            view_rules = RULES.rules_for(view_lowered)
+            if hit is None and not view_rules:
+                continue
+            start = None if hit is None else hit.start()
+            for s, e, priority, kind in _spans(view.text, view_lowered, start, view_rules):
+                if raw := view.raw_span(s, e):
+                    found.append((*raw, priority, kind))
     return _merge(found)
 
 
 def _cut(text: str) -> tuple[str, int]:
     lowered = _lower(text)
-    hit = (_PREFILTER_ASCII if lowered.isascii() else _PREFILTER).search(lowered)
-    if hit is None and "\\" not in text:  # the common case: clean, nothing escaped
+    hit = _prefilter(lowered)
+    rules = RULES.rules_for(lowered)
+    if hit is None and not rules and "\\" not in text:  # the common case: clean, unescaped
         return text, 0
-    spans = _all_spans(text, lowered, None if hit is None else hit.start())
+    spans = _all_spans(text, lowered, None if hit is None else hit.start(), rules)
     if not spans:
         return text, 0
     parts: list[str] = []
