@@ -88,18 +88,26 @@ Helpers for ingestion: ``redact_record`` (a rejected raw line, clipped after red
 
 from __future__ import annotations
 
-from schemas.redaction._base import PLACEHOLDER, PLACEHOLDER_PATTERN
-from schemas.redaction._gates import PREFILTER_PATTERN
-from schemas.redaction.columns import redact_series, redact_series_with_count, secret_mask
-from schemas.redaction.engine import (
-    contains_secret,
-    redact,
-    redact_id,
-    redact_record,
-    redact_with_count,
-)
-from schemas.redaction.structured import redact_json
+import importlib
+from typing import TYPE_CHECKING, Any
 
+# The public names, and the module of the package that holds each. They load on first use
+# (PEP 562): importing `schemas.redaction`, or one of its small modules (`logs`), does not
+# pay for the engine (its regexes, detect-secrets, the rule set) until something is redacted.
+_PUBLIC = {
+    "PLACEHOLDER": "_base",
+    "PLACEHOLDER_PATTERN": "_base",
+    "PREFILTER_PATTERN": "_gates",
+    "contains_secret": "engine",
+    "redact": "engine",
+    "redact_id": "engine",
+    "redact_json": "structured",
+    "redact_record": "engine",
+    "redact_series": "columns",
+    "redact_series_with_count": "columns",
+    "redact_with_count": "engine",
+    "secret_mask": "columns",
+}
 __all__ = [
     "PLACEHOLDER",
     "PLACEHOLDER_PATTERN",
@@ -114,3 +122,25 @@ __all__ = [
     "redact_with_count",
     "secret_mask",
 ]
+
+if TYPE_CHECKING:
+    from schemas.redaction._base import PLACEHOLDER, PLACEHOLDER_PATTERN
+    from schemas.redaction._gates import PREFILTER_PATTERN
+    from schemas.redaction.columns import redact_series, redact_series_with_count, secret_mask
+    from schemas.redaction.engine import (
+        contains_secret,
+        redact,
+        redact_id,
+        redact_record,
+        redact_with_count,
+    )
+    from schemas.redaction.structured import redact_json
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
