@@ -49,6 +49,7 @@ _FLAG_DASHES = rf"(?:-{{0,{_GATE_RUN}}}+(?!-))"
 _UNBOUNDED[_FLAG_DASHES] = ""  # Python's prefilter only: Rust's reads `--[\w-]*(?:pass|...)`
 _FLAG_GATE = (
     "--" + _FLAG_DASHES + _bounded(r"[\w-]", "(?:pass|secret|token|key)", backtrack=True),
+    "-(?:password|passwd|secret|token|apikey|api-key|auth-token|src|dest|new|old|store|key)",
 )
 _PROSE_GATE = (r"pass(?:word|wd|phrase|code)s?[ \t]", r"pwd[ \t]", r"pw[ \t]")
 _IDENTIFIED_BY_GATE = "identified" + _bounded(r"[ \t]", "by", least=1)
@@ -176,9 +177,16 @@ def _assignment_kind(m: re.Match[str]) -> str:
 
 
 # `--password hunter2` on a command line: no assignment sign at all.
+# Single-dash long flags of Java's and Go's tools: keytool's and jarsigner's `-storepass`,
+# `-keypass`, `-srcstorepass`; influx's `-password`; `-secret`, `-token`, `-apikey`. (`-pass`
+# alone is openssl's, whose `pass:` source `_COMMANDS` reads.)
+_DASH_FLAGS = (
+    "password", "passwd", "passphrase", "secret", "token", "apikey", "api-key", "auth-token",
+    *(f"{w}{k}" for w in ("", "src", "dest", "new", "old") for k in ("storepass", "keypass")),
+)  # fmt: skip
 _CLI_FLAG = re.compile(
     r"(?<![\w-])(?P<key>--(?:[\w-]*(?:password|passwd|secret|token|api-?key|access-?key)"
-    r"|(?:[\w-]*-)?pass(?:phrase)?))"
+    rf"|(?:[\w-]*-)?pass(?:phrase)?)|-(?:{'|'.join(_DASH_FLAGS)})(?![\w-]))"
     r"[ \t]+(?:(?P<qa>[\"'])(?P<qva>(?:\\.|[^\n\\])*?)(?P=qa)|(?P<q>[\"'])(?P<qv>[^\n]*?)(?P=q)"
     r"|(?P<v>[^\s\"'`-][^\s\"'`]*))",
     re.IGNORECASE,
@@ -202,6 +210,23 @@ def _keyword_starts(text: str, lowered: str) -> Iterable[int]:
     * 21000 is one name, walked once)."""
     words = _START_WORDS_ASCII if lowered.isascii() else _START_WORDS
     return _word_starts(text, lowered, words, _is_ident)
+
+
+# Configuration directives that take a password, with no `=`: redis.conf's `requirepass` and
+# `masterauth`, Sentinel's `sentinel auth-pass <master>`, pgbouncer's userlist is `"u" "pw"`.
+_DIRECTIVE = re.compile(
+    r"(?im)^[ \t]*(?:requirepass|masterauth|masterpass|sentinel[ \t]+auth-pass[ \t]+\S+)"
+    r"""[ \t]+(?:"(?P<dq>[^"\n]*)"|'(?P<sq>[^'\n]*)'|(?P<v>[^\s"'#]\S*))"""
+)
+
+
+def _directive_span(m: re.Match[str]) -> tuple[int, int] | None:
+    for group in ("dq", "sq", "v"):
+        if m.group(group) is not None:
+            value = m.group(group)
+            quoted = group != "v"
+            return m.span(group) if _is_value(value, "password", quoted, literal=True) else None
+    return None
 
 
 _ENV_LINE = re.compile(r"^[ \t]*env", re.MULTILINE)
@@ -270,7 +295,14 @@ DETECTORS: tuple[_Detector, ...] = (
         priority=3,
         refine=_cli_flag_span,
         kind_of=_assignment_kind,
-        starts=_at("--", before=r"(?<![\w-])"),
+        starts=_at("--", *(f"-{f}" for f in _DASH_FLAGS), before=r"(?<![\w-])"),
+    ),
+    _Detector(
+        "password",
+        _DIRECTIVE,
+        ("requirepass", "masterauth", "masterpass", "auth-pass"),
+        priority=3,
+        refine=_directive_span,
     ),
     # Dockerfile's `ENV KEY value` (no `=`): the value runs to the end of the line, less its
     # trailing blanks (greedy, then back to the last other character: a lazy value tried the

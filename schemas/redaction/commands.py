@@ -21,9 +21,16 @@ _SHELL_WORD_GLUED = rf"""(?:{_QUOTED_WORD}|(?P<v>[^\s"'`|&;<>]+))"""
 _SAME_COMMAND = r"[^\n|;&]*?[ \t]"
 
 
+def _group(m: re.Match[str], name: str) -> str | None:
+    try:
+        return m.group(name)
+    except IndexError:  # a pattern with no quoted form
+        return None
+
+
 def _shell_span(m: re.Match[str]) -> tuple[int, int] | None:
     for group in ("sq", "dq"):
-        if m.group(group) is not None:
+        if _group(m, group) is not None:
             ok = _is_value(m.group(group), "password", quoted=True)
             return m.span(group) if ok else None
     start = m.start("v")
@@ -79,8 +86,32 @@ _COMMANDS: tuple[_Detector, ...] = (
         rf"\b(?:un)?zip\b{_SAME_COMMAND}-P[ \t]*{_SHELL_WORD_GLUED}", ("zip",), ("zip", "unzip")
     ),
     _command(rf"\b7za?\b{_SAME_COMMAND}-p{_SHELL_WORD_GLUED}", ("7z",), ("7z",)),
+    # MySQL's and MariaDB's clients and tools (`mysqldump`, `mariadb-dump`, `mariadb-admin` ...)
     _command(
-        rf"\bmysql(?:dump|admin|sh)?\b{_SAME_COMMAND}-p{_SHELL_WORD_GLUED}", ("mysql",), ("mysql",)
+        rf"\b(?:mysql(?:dump|admin|sh|import|check|binlog|slap|pump)?"
+        rf"|mariadb(?:-?(?:dump|admin|import|check|binlog|slap))?)\b{_SAME_COMMAND}-p"
+        rf"{_SHELL_WORD_GLUED}",
+        ("mysql", "mariadb"),
+        ("mysql", "mariadb"),
+    ),
+    # `lftp -u user,pass host`
+    _command(
+        rf"\blftp\b{_SAME_COMMAND}-u[ \t]+[^\s,'\"]+,{_SHELL_WORD_GLUED}", ("lftp",), ("lftp",)
+    ),
+    # FreeRDP's `/p:pass` (`xfreerdp`, `wlfreerdp`, `sdl-freerdp`), rdesktop's `-p pass`
+    _command(
+        rf"\b(?:[a-z]+-)?[a-z]*freerdp[0-9]?\b{_SAME_COMMAND}/p(?:assword)?:{_SHELL_WORD_GLUED}",
+        ("freerdp",),
+        ("xfreerdp", "wlfreerdp", "sdl-freerdp", "freerdp"),
+    ),
+    _command(rf"\brdesktop\b{_SAME_COMMAND}-p[ \t]*{_SHELL_WORD}", ("rdesktop",), ("rdesktop",)),
+    # Oracle's tools and SQL*Plus' CONNECT: `sqlplus scott/tiger@orcl`, `expdp u/p@db ...`,
+    # `CONNECT app/pw@//db:1521/svc` (the password between the user's `/` and the `@`)
+    _command(
+        r"\b(?:sqlplus|rman|expdp|impdp|sqlldr|dgmgrl|sql|conn(?:ect)?)[ \t]+(?:-\w+[ \t]+)*"
+        r"""["']?[A-Za-z][\w$#.]*/(?P<v>[^\s@/"'|;&]+)(?=@|["']?(?:[ \t]|$))""",
+        ("sqlplus", "rman", "expdp", "impdp", "sqlldr", "dgmgrl", "sql", "conn"),
+        ("sqlplus", "rman", "expdp", "impdp", "sqlldr", "dgmgrl", "sql", "conn"),
     ),
     # openssl's `-pass pass:X`, `-passin pass:X`, `-passout pass:X`, `-k X`
     _command(
@@ -127,7 +158,7 @@ _COMMANDS: tuple[_Detector, ...] = (
 
 
 # --- e-mail addresses -------------------------------------------------------------------------
-_CURL_USER_FLAG = r"""[ \t](?:-u[ \t]*|--user[ \t=])
+_CURL_USER_FLAG = r"""[ \t](?:-[uU][ \t]*|--(?:proxy-)?user[ \t=])
     (?:'[^\s:']*:(?P<sq>[^'\n]*)'|"[^\s:"]*:(?P<dq>(?:\\.|[^"\\\n])*)"
       |[^\s:"']+:(?P<v>[^\s"']+))"""
 

@@ -19,10 +19,30 @@ _WEAK_WORDS = "pw|pass|psk|clave|parola"
 # or ends in a weak word: looked ahead for, then the name taken whole (possessive). As
 # `[\w.-]*?(?:kw)[\w.-]*(?![\w.-])` each keyword of a long name was tried against the rest
 # of the name once a match failed after it: `pw` * 32000 read the name 32000 times.
-_KEY = (
-    rf"(?=[\w.-]*?(?:{_KW})|[\w.-]*token(?![\w.-])|(?:[\w.-]*[_.-])?(?:{_WEAK_WORDS})(?![\w.-]))"
-    r"[\w.-]++"
+_STRONG = rf"[\w.-]*?(?:{_KW})|[\w.-]*token(?![\w.-])|(?:[\w.-]*[_.-])?(?:{_WEAK_WORDS})(?![\w.-])"
+# Also a name that ends in `key` (`RAILS_MASTER_KEY`, `APP_KEY`, `signingKey`,
+# `Ocp-Apim-Subscription-Key`): a key of any kind, so its value must look made by a machine
+# (`_KEY_NAMED_ONLY`, `values._random_value`): `sort_key: created_at` stays.
+_KEY = rf"(?={_STRONG}|[\w.-]*key(?![\w.-]))[\w.-]++"
+_STRONG_KEY = re.compile(rf"(?={_STRONG})[\w.-]++", re.IGNORECASE)
+# `*key` names that name no secret: database and cache keys, public keys, keys of a map.
+_NOT_A_SECRET_KEY = re.compile(
+    r"(?:^|[_.-]|(?<=[a-z]))(?:public|pub|publishable|primary|foreign|sort|partition|cache"
+    r"|idempotency|object|s3|row|routing|lookup|dedup|group|hot|short|composite|natural"
+    r"|surrogate|unique|index|hash|shard|bucket|label|i18n|translation|message|map|dict|table"
+    r"|column|field|attr|attribute|sequence|order|event|request|trace|span|config|setting"
+    r"|option|registry|list|item|node|child|parent|mon|tur|hoc|whis|joc)[_.-]?key$",
+    re.IGNORECASE,
 )
+
+
+@functools.lru_cache(maxsize=1024)
+def _key_named_only(key: str) -> bool:
+    """Whether `key` is a secret's name only by ending in `key` (no other keyword)."""
+    key = key.strip("\\\"'])")
+    return key.lower().endswith("key") and _STRONG_KEY.fullmatch(key) is None
+
+
 # fullmatch: a bare `pass`, not `db_pass`; `clave` and `parola`, words for other things too,
 # also as the last part of a name, with a value that looks strongly like a password.
 _WEAK_KEY = re.compile(r"pass|(?P<strong>(?:[\w.-]*[_.-])?(?:clave|parola))", re.IGNORECASE)
@@ -37,7 +57,10 @@ _DESCRIBES_A_SECRET = re.compile(
 
 @functools.lru_cache(maxsize=1024)
 def _holds_a_secret(key: str) -> bool:
-    return _DESCRIBES_A_SECRET.search(key.rstrip("\\\"'])")) is None
+    key = key.rstrip("\\\"'])")
+    if _DESCRIBES_A_SECRET.search(key) is not None:
+        return False
+    return not (_key_named_only(key) and _NOT_A_SECRET_KEY.search(key.lstrip("-")))
 
 
 # Substrings every keyword of the list contains (a unit test checks each keyword against them).

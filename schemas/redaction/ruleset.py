@@ -34,6 +34,10 @@ import re2
 from schemas.redaction._base import _TOKEN_TAIL, _Atoms, _keeps, _run_end, _Span
 
 DATA = Path(__file__).with_name("data") / "betterleaks.json"
+# The automaton's cache per regex: some rules outgrow RE2's default 8 MiB on long texts, and
+# RE2 then falls back to a slower (still linear) engine and logs each time.
+_OPTIONS = re2.Options()
+_OPTIONS.max_mem = 32 << 20
 _PRIORITY = 6  # after every memflow detector: where one finds the span too, its kind names it
 
 
@@ -93,7 +97,7 @@ class _Rule:
 
     def compiled(self) -> Any:
         if self._compiled is None:
-            self._compiled = re2.compile(self.regex)
+            self._compiled = re2.compile(self.regex, _OPTIONS)
         return self._compiled
 
     def secret_span(self, m: Any) -> tuple[int, int] | None:

@@ -14,6 +14,63 @@ from schemas.redaction.values import (
     _password_like,
 )
 
+# Token formats neither rule set names (Betterleaks 2.0, detect-secrets 1.5): a vendor's
+# prefix, then what its generator makes. Each is found bare, in any text (the rule sets find
+# several only next to the vendor's name), and runs on over the token's characters. The group
+# that matched names the kind.
+_PREFIXED = {
+    # Slack's refresh and app-configuration tokens: `xoxe-1-...`, `xoxe.xoxp-1-...`
+    "slack_token": r"xoxe(?:\.xox[a-z])?-\d+-[A-Za-z0-9-]{40,}",
+    "stripe_webhook_secret": r"whsec_[A-Za-z0-9+/=]{24,}",
+    "google_oauth_token": r"(?<![\w.])ya29\.[A-Za-z0-9_-]{30,}",
+    "google_oauth_client_secret": r"GOCSPX-[A-Za-z0-9_-]{24,}",
+    # New Relic's user, admin, ingest and REST keys: `NRAK-`, `NRAA-`, `NRII-`, `NRJS-`, `NRRA-`
+    "newrelic_key": r"(?<![A-Za-z0-9])NR(?:AK|AA|II|JS|RA)-[A-Z0-9]{27}(?![A-Za-z0-9])",
+    # Sentry's organisation and user auth tokens
+    "sentry_token": r"sntry[su]_[A-Za-z0-9+/=_-]{30,}",
+    # Doppler's service, service-account, CLI, personal, SCIM and audit tokens
+    "doppler_token": r"(?<![\w.])dp\.(?:st|sa|ct|pt|scim|audit)\.[A-Za-z0-9_.-]{30,}",
+    # Docker's config.json, base64: `{"auths":` (a Kubernetes `.dockerconfigjson`)
+    "docker_config": r"eyJhdXRocyI6[A-Za-z0-9+/]{16,}={0,2}",
+    # Azure DevOps' current personal access tokens: 84 characters holding `AZDO`
+    "azure_devops_pat": r"(?<![A-Za-z0-9])(?=[A-Za-z0-9]{84}(?![A-Za-z0-9]))[A-Za-z0-9]{52,76}AZDO"
+    r"[A-Za-z0-9]{4,28}",
+}
+_PREFIXED_GATE = (
+    "xoxe",
+    "whsec_",
+    r"ya29\.",
+    "gocspx-",
+    "nr(?:ak|aa|ii|js|ra)-",
+    "sntry[su]_",
+    r"dp\.(?:st|sa|ct|pt|scim|audit)\.",
+    "eyjhdxrocyi6",
+    "azdo",
+)
+_PREFIXED_RE = re.compile("|".join(f"(?P<{kind}>{p})" for kind, p in _PREFIXED.items()))
+
+# Azure DevOps' older personal access tokens: 52 characters of lowercase base32, random, with
+# the product named near it (`AZURE_DEVOPS_PAT=`, "the ADO pat", a dev.azure.com remote).
+_ADO_CONTEXT = re.compile(
+    r"azure[ _-]?devops|dev\.azure\.com|visualstudio\.com|\bado\b|azdo|\bpat\b|vsts",
+    re.IGNORECASE,
+)
+
+
+def _near(m: re.Match[str], context: re.Pattern[str], width: int = 80) -> bool:
+    """Whether `context` is found within `width` characters of the match on its line."""
+    text = m.string
+    lo = max(0, m.start() - width)
+    lo = max(lo, text.rfind("\n", lo, m.start()) + 1)
+    hi = text.find("\n", m.end(), m.end() + width)
+    hi = min(len(text), m.end() + width) if hi < 0 else hi
+    return bool(context.search(text, lo, m.start()) or context.search(text, m.end(), hi))
+
+
+def _ado_pat_ok(m: re.Match[str]) -> bool:
+    token = m.group(0)
+    return any(c.isdigit() for c in token) and _near(m, _ADO_CONTEXT)
+
 
 def _mixed_token(m: re.Match[str]) -> bool:
     """Random keys mix upper case, lower case and digits; slugs (`sk-learn-...`) do not."""
@@ -88,6 +145,20 @@ DETECTORS: tuple[_Detector, ...] = (
         ),
         kind_of=lambda m: m.lastgroup or "token",
         tail=_TOKEN_TAIL,
+    ),
+    _Detector(
+        "token",
+        _PREFIXED_RE,
+        _PREFIXED_GATE,
+        kind_of=lambda m: m.lastgroup or "token",
+        tail=_TOKEN_TAIL,
+    ),
+    _Detector(
+        "azure_devops_pat",
+        re.compile(r"(?<![A-Za-z0-9])[a-z2-7]{52}(?![A-Za-z0-9])"),
+        ("azure", "dev.azure", "visualstudio", "ado", "azdo", "pat", "vsts"),
+        priority=2,
+        accept=_ado_pat_ok,
     ),
     _Detector(
         "aws_secret_key",

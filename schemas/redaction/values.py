@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 
 from detect_secrets.filters.heuristic import is_templated_secret
 
@@ -10,6 +12,7 @@ from schemas.redaction._base import (
 )
 from schemas.redaction.keywords import (
     _WEAK_KEY,
+    _key_named_only,
 )
 
 # Unquoted words that stand where a value would in code: literals, types, expression keywords.
@@ -115,6 +118,33 @@ def _without_placeholders(value: str) -> str:
     return PLACEHOLDER_PATTERN.sub(" ", value).strip()
 
 
+def _entropy(value: str) -> float:
+    """Shannon entropy in bits per character."""
+    if not value:
+        return 0.0
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+_HEX_KEY = re.compile(r"[0-9a-fA-F]{32,}")
+
+
+def _random_value(value: str) -> bool:
+    """A value a machine made: 16 characters or more without a blank, hex of 32 or more
+    (`RAILS_MASTER_KEY`, a 256-bit key) or letters and digits at 3.5 bits a character or more
+    (base64, base64url, Laravel's `base64:...`); not words, paths or identifiers."""
+    value = value.removeprefix("base64:")
+    if len(value) < 16 or any(c.isspace() for c in value):
+        return False
+    if _HEX_KEY.fullmatch(value):
+        return True
+    return (
+        any(c.isalpha() for c in value)
+        and any(c.isdigit() for c in value)
+        and _entropy(value) >= 3.5
+    )
+
+
 def _is_value(value: str, key: str, quoted: bool, literal: bool = False) -> bool:
     """False for what stands where a secret would but is none: references, masks, types, code.
     `literal`: the syntax has no expressions (a `.env` line, a shell variable)."""
@@ -123,6 +153,8 @@ def _is_value(value: str, key: str, quoted: bool, literal: bool = False) -> bool
         return False
     if is_templated_secret(value) or _SHELL_REF.fullmatch(value):
         return False
+    if _key_named_only(key) and not _random_value(value):
+        return False  # `sort_key: created_at`; `APP_KEY=base64:...` is a key
     if key.lower().endswith("token") and (len(value) < 8 or value.isdigit()):
         return False  # max_token: 512, next_token: "2"
     weak = _WEAK_KEY.fullmatch(key.strip("\\\"']"))

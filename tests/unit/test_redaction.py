@@ -1523,11 +1523,12 @@ def test_bounded_gates_have_a_hatch_and_polars_reads_them_unbounded() -> None:
 
 
 def _old_key(text: str) -> str | None:
-    """The key regex before it took names whole (its result, kept to compare with)."""
+    """The key regex before it took names whole (its result, kept to compare with), with the
+    names ending in `key` added since."""
     import re
 
     old = (
-        rf"(?:[\w.-]*?(?:{keywords._KW})[\w.-]*|[\w.-]*token"
+        rf"(?:[\w.-]*?(?:{keywords._KW})[\w.-]*|[\w.-]*token|[\w.-]*key"
         rf"|(?:[\w.-]*[_.-])?(?:{keywords._WEAK_WORDS}))(?![\w.-])"
     )
     m = re.compile(rf"(?<![\w.-])(?:{old})", re.IGNORECASE).match(text)
