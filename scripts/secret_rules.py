@@ -92,7 +92,12 @@ SKIP_IDS = frozenset({"hashicorp-tf-password", "pkcs12-file"})
 # cut more narrowly (the password of `curl -u user:pass`, the key of a connection string, the
 # credential of an Authorization header): a placeholder never eats what is no secret.
 NARROWER_IN_MEMFLOW = frozenset(
-    {"azure-servicebus-connection-string", "curl-auth-user", "curl-auth-header"}
+    {
+        "azure-servicebus-connection-string",
+        "curl-auth-user",
+        "curl-auth-header",
+        "kubernetes-secret-yaml",
+    }
 )
 
 _FINDING = r'finding\["(?P<target>secret|match)"\]'

@@ -132,6 +132,8 @@ def _assignment_span(m: re.Match[str]) -> tuple[int, int] | None:
         return (start, end) if _long_value(text, start, key) else None
     if not _is_value(text[start:end], key, quoted=False, literal=env):
         return None
+    if text.startswith("base64:", start) and end - start > 23:
+        start += 7  # Laravel's `APP_KEY=base64:...`: the label stays
     return start, end
 
 

@@ -11,7 +11,9 @@ from schemas.redaction._base import (
     _Detector,
     _escapes_next,
     _first_on_line,
+    _run_end,
 )
+from schemas.redaction.assignments import _VALUE_SCAN
 from schemas.redaction.commands import (
     _SHELL_WORD_GLUED,
     _shell_span,
@@ -23,6 +25,64 @@ from schemas.redaction.values import (
     _is_value,
     _prose_password,
 )
+
+# --- URL passwords holding raw URL characters ----------------------------------------------
+
+# `postgres://app:pa/ss@db:5432/pay`, `redis://:p#ss@cache`, `amqp://u:p@ss@mq`: a password
+# with a reserved character left unencoded, as people paste them. Its end is the first `@`
+# (of the URL's run of characters) that a host follows; a port and a path after the user's
+# colon (`https://host:8080/p@x`) are no password.
+_URL_USER = re.compile(r"://(?<=[A-Za-z0-9+.-]://)[^\s:/?#@\[\]\"'<>]*:")
+_URL_RUN = re.compile(r"""[^\s"'<>]*""")
+_HOST_AFTER = re.compile(r"[A-Za-z0-9\[][\w.\-\[\]:%]*(?=[/?#\s\"'<>]|$)")
+_PORT_PATH = re.compile(r"\d{1,5}(?:[/?#]|$)")
+_AT_TRIES = 8
+_RAW_URL_GATE = "://" + _bounded(r"[^\s/?#@:]", ":")
+
+
+def _userinfo_password(text: str, start: int) -> tuple[int, int] | None:
+    """The password starting at `start` (right after `scheme://user:`) and its `@`, or None:
+    at most `_VALUE_SCAN` characters and `_AT_TRIES` `@` are tried (a run of `@` is no
+    password read again from each start)."""
+    end = min(_run_end(_URL_RUN, text, start), start + _VALUE_SCAN + 1)
+    at = start
+    for _ in range(_AT_TRIES):
+        at = text.find("@", at, end)
+        if at < 0:
+            return None
+        if _HOST_AFTER.match(text, at + 1):
+            break
+        at += 1
+    else:
+        return None
+    if at == start or _PORT_PATH.match(text, start, at):
+        return None
+    return start, at
+
+
+def _raw_url_password_span(m: re.Match[str]) -> tuple[int, int] | None:
+    found = _userinfo_password(m.string, m.end())
+    if found is None:
+        return None
+    start, at = found
+    return (start, at) if _is_value(m.string[start:at], "password", quoted=True) else None
+
+
+def _ends_userinfo(text: str, at: int) -> bool:
+    """Whether the `@` at `at` ends `scheme://user:password@` (raw `/`, `#` in it too; the
+    password may hold a URL of its own: the last few `://` before it are tried)."""
+    lo = max(0, at - _VALUE_SCAN - 64)
+    scheme = at
+    for _ in range(4):
+        scheme = text.rfind("://", lo, scheme)
+        if scheme < 0:
+            return False
+        m = _URL_USER.match(text, scheme)
+        if m is not None:
+            found = _userinfo_password(text, m.end())
+            if found is not None and found[1] == at:
+                return True
+    return False
 
 
 def _auth_kind(m: re.Match[str]) -> str:
@@ -186,13 +246,21 @@ DETECTORS: tuple[_Detector, ...] = (
         groups=("v",),
         accept=_url_password_ok,
     ),
+    _Detector(
+        "password",
+        _URL_USER,
+        (_RAW_URL_GATE,),
+        priority=1,
+        refine=_raw_url_password_span,
+    ),
     # Authorization headers (no library plugin); the scheme word stays readable.
     _Detector(
         "bearer_token",
         re.compile(
             r"""\bauthori[sz]ation\\?["']?[ \t]*[:=][ \t]*\\?["']?
-            (?:(?P<scheme>bearer|basic|token|bot|digest|negotiate|apikey)[ \t]+
-               (?P<v>[A-Za-z0-9\-._~+/]{8,}=*)
+            (?:(?P<scheme>bearer|basic|token|bot|digest|negotiate|apikey|api-key|ssws|splunk
+                  |geniekey|key|klaviyo-api-key|sharedaccesssignature|hmac|otoken)[ \t]+
+               (?P<v>(?:\d+\|)?[A-Za-z0-9\-._~+/]{8,}=*)
               |(?P<raw>[A-Za-z0-9\-._~+/]{20,}=*))""",
             re.IGNORECASE | re.VERBOSE,
         ),
@@ -207,7 +275,8 @@ DETECTORS: tuple[_Detector, ...] = (
     _Detector(
         "bearer_token",
         re.compile(
-            r"\bbearer[ \t]+(?P<v>(?=[A-Za-z\-._~+/]*\d)[A-Za-z0-9\-._~+/]{16,}=*)", re.IGNORECASE
+            r"\bbearer[ \t]+(?P<v>(?:\d+\|)?(?=[A-Za-z\-._~+/]*\d)[A-Za-z0-9\-._~+/]{16,}=*)",
+            re.IGNORECASE,
         ),
         ("bearer",),
         priority=2,

@@ -58,13 +58,13 @@ def _open_detectors(lowered: str, first: int = 0) -> list[_Detector]:
         c = lowered[pos]
         before = len(opened)
         if c not in done:
-            for literal, rests in _GATES_BY_FIRST[c].items():
+            for literal, rests in _GATES_BY_FIRST.get(c, {}).items():
                 if lowered.startswith(literal, pos):
                     after = pos + len(literal)
                     for rest, detectors in rests:
                         if not detectors <= opened and (rest is None or rest.match(lowered, after)):
                             opened |= detectors
-            if _OPENS_BY_FIRST[c] <= opened:
+            if _OPENS_BY_FIRST.get(c, frozenset()) <= opened:
                 done.add(c)
         idle = 0 if len(opened) > before else idle + 1
         if idle >= _IDLE_GATE_HITS:

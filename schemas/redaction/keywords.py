@@ -6,7 +6,7 @@ import re
 from detect_secrets.plugins import keyword
 
 # word ("密码是...": the key is 密码, not 密码是).
-_CJK_KEYWORDS = ("密码", "密碼", "パスワード", "비밀번호", "패스워드")
+_CJK_KEYWORDS = ("密码", "密碼", "口令", "パスワード", "비밀번호", "패스워드", "암호", "รหัสผ่าน")
 _PASSWORD_WORDS = (
     "passwort", "kennwort", "mot_?de_?passe", "senha", "palavra_?passe", "wachtwoord",
     "lösenord", "passord(?:et)?(?![a-z])", "adgangskode", "kodeord", "has[lł]o(?![a-z])",
@@ -68,7 +68,7 @@ def _holds_a_secret(key: str) -> bool:
 _PASSWORD_STEMS = (
     "pass", "pwd", "contrase", "senha", "wachtwoord", "пароль", "kennwort", "lösenord",
     "adgangskode", "kodeord", "hasło", "haslo", "şifre", "sifre", "clave", "parola", "密码",
-    "密碼", "パスワード", "비밀번호", "패스워드",
+    "密碼", "口令", "パスワード", "비밀번호", "패스워드", "암호", "รหัสผ่าน",
 )  # fmt: skip
 _KEYWORD_GATE = ("key", "secret", "token", "pw", "psk", *_PASSWORD_STEMS)
 # Where names holding a keyword start: each word no other word of the list is part of (`pw`

@@ -26,16 +26,28 @@ from schemas.redaction.values import (
 
 # no library plugin finds a password stated in a sentence. Unquoted, the value must look like
 # a password (below), so "the password is required" and "passwords are hashed" stay.
+_SP = "[ \t\u00a0]"  # French sets a no-break space before its colon and inside « »
+_INTL_QUOTED = rf"""(?P<q>["'`])(?P<qv>[^\n]*?)(?P=q)
+    |«{_SP}*(?P<gv>(?:[^«»\n]*[^«»\n \t\u00a0])?){_SP}*»|“(?P<cv>[^“”\n]*)”
+    |„(?P<dv>[^„“”\n]*)[“”]|「(?P<jv>[^「」\n]*)」|『(?P<kv>[^『』\n]*)』"""
+_INTL_QUOTE_GROUPS = ("qv", "gv", "cv", "dv", "jv", "kv")
 _PROSE_KEY = r"(?<![\w.-])(?P<key>pass(?:word|wd|phrase|code)s?|pwd|pw)"
+# The copulas of languages that say the English word ("la password è ...", "das Password ist
+# ...", "heslo/password je ...", "salasana/password on ...", "mật khẩu/password là ...").
+_FOREIGN_COPULA = (
+    r"è|era|sarà|é|ist|war|est|es|je|bylo|on|oli|là|είναι|ήταν|هي|هو|है|था|adalah|ialah|är"
+    r"|er|jest|это|ir|yra|este|е|היא|הוא|คือ"
+)
 _PROSE = re.compile(
     rf"""
     {_PROSE_KEY}
     (?:[ \t]+(?:for|of|on|to|in|at|from)[ \t]+(?:(?:the|my|our|your|this|that)[ \t]+)?
        (?:[\w.@/:-]+[ \t]+){{0,2}}[\w.@/:-]+)?      # "for the staging db"
-    [ \t]+(?:is|was|are|were|became|remains|(?:will|would|should)[ \t]+be|to)[ \t]*:?
+    [ \t]+(?:is|was|are|were|became|remains|(?:will|would|should)[ \t]+be|to
+             |{_FOREIGN_COPULA})[ \t]*:?
     (?:[ \t]+(?:now|still|just|actually|currently|simply|literally|always|again
                |set[ \t]+to|changed[ \t]+to))*
-    [ \t]+(?:(?P<q>["'`])(?P<qv>[^\n]*?)(?P=q)|(?P<v>[^\s"'`]+))
+    [ \t]+(?:{_INTL_QUOTED}|(?P<v>[^\s"'`“”«»„]+))
     """,
     re.IGNORECASE | re.VERBOSE,
 )
@@ -52,8 +64,9 @@ def _prose_span(
     m: re.Match[str], strong: bool = False, end: int | None = None
 ) -> tuple[int, int] | None:
     """`end`: where the value ends, if not where its group does (`_intl_prose_span`)."""
-    if m.group("qv") is not None:
-        return m.span("qv") if _is_value(m.group("qv"), "password", quoted=True) else None
+    for group in _INTL_QUOTE_GROUPS:
+        if group in m.re.groupindex and (value := m.group(group)) is not None:
+            return m.span(group) if _is_value(value, "password", quoted=True) else None
     start = m.start("v")
     text = m.string
     if end is None:
@@ -86,7 +99,6 @@ def _prose_bare_span(m: re.Match[str]) -> tuple[int, int] | None:
 # "пароль обязателен" stay; without a copula ("Passwort Hunter2RT") it must look strongly like
 # one. `clave` (Spanish for key as much as for password) and `parola` (Italian for word) need
 # that even when quoted, and never stand without a copula.
-_SP = "[ \t\u00a0]"  # French sets a no-break space before its colon and inside « »
 # The words, by language; German, Dutch and the Scandinavian languages also as the end of a
 # compound ("Datenbankpasswort", "Root-Passwort", "adminwachtwoord", "databaslösenordet").
 _COMPOUND_WORDS = (
@@ -96,7 +108,13 @@ _COMPOUND_WORDS = (
 _SIMPLE_WORDS = (
     rf"mot{_SP}+de{_SP}+passe", "contrase[ñn]as?", "claves?", "senhas?", "palavra-passe",
     "hasł(?:o|a|em)", "парол(?:ь|я|ем)", "şifre(?:si|m|miz|n|niz)?",
-    "parola(?:sı|m|mız|n|nız)?",
+    "parola(?:sı|m|mız|n|nız)?", "mdp", "hesl(?:o|a|em)", "salasana(?:ni|si|mme|nne|n)?",
+    rf"mật{_SP}+khẩu", rf"κωδικ(?:ός|ού|ό)(?:{_SP}+πρόσβασης)?", "συνθηματικό",
+    rf"كلمة{_SP}+(?:المرور|السر|مرور)", "पासवर्ड", "कूटशब्द", rf"kata{_SP}+(?:sandi|laluan)",
+    "jelsz(?:ó|ava|avam|avad)", "parolă", "parola[sm]?", "lozink(?:a|e|u|om)", "geslo",
+    "лозинк(?:а|е|у)", "парол(?:ата|а)", "parool", "parole", "slaptažod(?:is|žio|į)",
+    "[הובלמש]?סיסמ(?:ה|א|ת|ות)", rf"رمز{_SP}+(?:عبور|ورود)", "گذرواژه", "nenosiri", "contrasenya",
+    "contrasinal", "pasahitz(?:a)?", "lykilorð(?:ið)?", "pasfhocal",
 )  # fmt: skip
 _INTL_WORDS = rf"(?:[^\W\d_]+-?)??(?:{'|'.join(_COMPOUND_WORDS)})|{'|'.join(_SIMPLE_WORDS)}"
 _CJK_WORDS = "|".join(_CJK_KEYWORDS)
@@ -113,6 +131,10 @@ _INTL_COPULA = (
     r"|är|var|blir|er|bliver"  # sv, no, da
     r"|to|jest|brzmi|był[oa]?"  # pl
     r"|это|был[оа]?|будет|це|був|було|буде|є"  # ru, uk
+    r"|je|bylo|byl[oa]?|bude|zní"  # cs, sk, hr, sr, sl
+    r"|on|oli|olisi"  # fi, et
+    r"|là|είναι|ήταν|هي|هو|كانت|है|था|थी|adalah|ialah"  # vi, el, ar, hi, id, ms
+    r"|az|volt|lesz|este|era|e|glasi|е|беше|ir|bija|yra|buvo|היא|הוא|است|ni|er|var"  # more
 )
 _INTL_ADVERB = (
     r"jetzt|nun|noch|immer|einfach|maintenant|toujours|encore|siendo|ahora|todavía|aún|agora"
@@ -124,10 +146,7 @@ _INTL_ADVERB = (
 # then stops at the next one (which the next "Passwort: «" opens), not at the one closing
 # quote after them all (read again from each). Blanks inside « » are trimmed greedily
 # (a lazy value tried the blanks after it at each of its characters).
-_INTL_QUOTED = rf"""(?P<q>["'`])(?P<qv>[^\n]*?)(?P=q)
-    |«{_SP}*(?P<gv>(?:[^«»\n]*[^«»\n \t\u00a0])?){_SP}*»|“(?P<cv>[^“”\n]*)”
-    |„(?P<dv>[^„“”\n]*)[“”]|「(?P<jv>[^「」\n]*)」|『(?P<kv>[^『』\n]*)』"""
-_INTL_QUOTE_GROUPS = ("qv", "gv", "cv", "dv", "jv", "kv")
+
 # An unquoted value ends at a space, a quote, CJK punctuation or a CJK character
 # ("密码是Hunter2RT，请勿外传", "パスワードはHunter2RTです"), and at a JSON escape (`\n`, `\"`,
 # `\u00fc`; an escaped backslash is part of it): such text is read decoded too (`_views`), and
@@ -149,7 +168,7 @@ _PROSE_INTL = re.compile(
        (?P<cop>{_SP}*[:：]|{_SP}+(?:{_INTL_COPULA})(?={_SP}|[:：])(?:{_SP}*[:：](?={_SP}))?
               |{_SP}+[—–-](?={_SP}))
        (?:{_SP}+(?:{_INTL_ADVERB})(?={_SP}))*{_SP}*
-     |{_SP}+)
+     |(?:{_SP}+(?:{_INTL_FOR}){_SP}+(?:[\w.@/:'’-]+{_SP}+){{0,2}}?[\w.@/:'’-]+)?{_SP}+)
     (?:{_INTL_QUOTED}|{_INTL_VALUE})
     """,
     re.IGNORECASE | re.VERBOSE,
@@ -159,7 +178,7 @@ _PROSE_INTL = re.compile(
 _PROSE_CJK = re.compile(
     rf"""
     (?P<key>{_CJK_WORDS})
-    (?:(?P<cop>{_SP}*(?:就是|是|为|為|は|が|는|은|이|가)(?:{_SP}*[:：])?|{_SP}*[:：=])
+    (?:(?P<cop>{_SP}*(?:就是|是|为|為|は|が|는|은|이|가|คือ)(?:{_SP}*[:：])?|{_SP}*[:：=])
      |(?={_SP}*[!-~]))
     {_SP}*(?:{_INTL_QUOTED}|{_INTL_VALUE})
     """,
@@ -188,14 +207,31 @@ def _intl_prose_span(m: re.Match[str]) -> tuple[int, int] | None:
 
 # Each word, followed by what every match shows after it (a space, or a colon).
 _MOT_DE_PASSE_GATE = "mot" + _bounded(_SP, "de" + _bounded(_SP, "passe", least=1), least=1)
-_INTL_GATE = tuple(
-    rf"{_MOT_DE_PASSE_GATE if w.startswith('mot') else w}[ \t\u00a0:：]"
-    for w in (*_COMPOUND_WORDS, *_SIMPLE_WORDS)
-)
+
+
+def _gate_of(word: str) -> str:
+    """What every match of a word shows: the word (a phrase's first word) and a blank or a
+    colon after it."""
+    if word.startswith("mot"):
+        return rf"{_MOT_DE_PASSE_GATE}[ \t\u00a0:：]"
+    word = re.sub(r"^\[[^\]]*\]\?", "", word)  # an optional prefix (Hebrew's article ה)
+    optional = f"(?:{_SP}+"
+    if optional in word:  # "κωδικός( πρόσβασης)": the word, then a blank, a colon or the rest
+        return word.split(optional)[0] + "[ \t\u00a0:：]"
+    if f"{_SP}+" in word:  # "mật khẩu", "kata sandi": the first word and its blank
+        return word.split(f"{_SP}+")[0] + "[ \t\u00a0]"
+    return rf"{word}[ \t\u00a0:：]"
+
+
+_INTL_GATE = tuple(_gate_of(w) for w in (*_COMPOUND_WORDS, *_SIMPLE_WORDS))
 _CJK_GATE = tuple(_CJK_WORDS.split("|"))
 _INTL_STEMS = ("passwort", "kennwort", "wachtwoord", "lösenord", "passord", "adgangskode",
                "kodeord", "mot", "contrase", "clave", "senha", "palavra", "hasł", "парол",
-               "şifre", "parola")  # fmt: skip
+               "şifre", "parola", "mdp", "hesl", "salasan", "mật", "κωδικ", "συνθηματικ",
+               "كلمة", "पासवर्ड", "कूटशब्द", "kata", "jelsz", "parolă", "lozink", "geslo",
+               "лозинк", "parool", "parole", "slaptažod", "סיסמ", "رمز", "گذرواژه",
+               "nenosiri", "contrasenya", "contrasinal", "pasahitz", "lykilorð",
+               "pasfhocal")  # fmt: skip
 
 
 def _intl_starts(text: str, lowered: str) -> Iterable[int]:

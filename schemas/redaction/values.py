@@ -229,6 +229,6 @@ def _prose_password(value: str, strong: bool) -> bool:
     alpha = any(c.isalpha() for c in value)
     symbol = any(not c.isalnum() for c in value)
     inner_capital = any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
-    if strong:
-        return alpha and digit and (symbol or inner_capital)
+    if strong:  # "Passwort Sommer2024", "password Hunter2RT", "пароль от базы Qwerty1234"
+        return alpha and digit and (symbol or any(c.isupper() for c in value))
     return (digit and alpha) or symbol or inner_capital
