@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from schemas.redaction._base import (
     _BLANK_RUN,
@@ -38,8 +38,12 @@ from schemas.redaction.values import (
 # reaches a detector.
 # The name's end, closing quotes and blanks before the operator (`_ASSIGNMENT`: `[\w.-]*`,
 # `(?:\\*["'\]]){0,2}`, `[ \t]*`), each bounded with its hatch.
+# What follows the name: an operator's first character, or a declared type and its `=`.
+_OPERATOR_GATE = (
+    r"(?:[:=!.?+]|string[ \t]{0,8}=|&(?:'static[ \t]{1,8})?str[ \t]{0,8}=|\[\]byte[ \t]{0,8}=)"
+)
 _ASSIGNMENT_GATE = tuple(
-    w + _bounded(r"[\w.-]", _bounded(r"""[\\"'\]]""", _bounded(r"[ \t]", "[:=!]")))
+    w + _bounded(r"[\w.-]", _bounded(r"""[\\"'\]]""", _bounded(r"[ \t]", _OPERATOR_GATE)))
     for w in _KEYWORD_GATE
 )
 # (Dashes first, taken whole, then a word character: a line of dashes, common in code and
@@ -54,7 +58,12 @@ _FLAG_GATE = (
 _PROSE_GATE = (r"pass(?:word|wd|phrase|code)s?[ \t]", r"pwd[ \t]", r"pw[ \t]")
 _IDENTIFIED_BY_GATE = "identified" + _bounded(r"[ \t]", "by", least=1)
 # Python annotations: `password: str = "..."` assigns after the type.
-_ANNOTATION = r"str|bytes|secretstr|secretbytes|any|optional\[\w+\]|\w+[ \t]*\|[ \t]*none"
+# Type annotations and declared types before the `=`: Python's (`password: str = ...`),
+# TypeScript's (`token: string = ...`), Go's (`var token string = ...`), Rust's (`&str`).
+_ANNOTATION = (
+    r"str|bytes|secretstr|secretbytes|any|optional\[\w+\]|\w+[ \t]*\|[ \t]*none|string"
+    r"|&(?:'static[ \t]+)?str|\[\]byte"
+)
 # A quoted value: first read with backslash escapes (`"ab\"cd"` is one value), else up to the
 # first closing quote (`'C:\temp\'`, an escaped quote as delimiter: `\"x\"`).
 # (A scan from each quote stops at the next unescaped one of its kind, which the next
@@ -76,8 +85,8 @@ _ASSIGNMENT = re.compile(
     rf"""
     (?<![\w.-])(?P<key>{_KEY})
     (?:\\*["'\]]){{0,2}}                      # closing quote of "password" or config['pwd']
-    (?:[ \t]*:[ \t]*(?:{_ANNOTATION})(?=[ \t]*=[^=]))?
-    (?P<op>[ \t]*(?::=|=>|===?|!==?|=|:)[ \t]*)
+    (?:[ \t]*:?[ \t]*(?:{_ANNOTATION})(?=[ \t]*=[^=]))?
+    (?P<op>[ \t]*(?::{{1,3}}=|\?=|\.=|\+=|=>|===?|!==?|=|:)[ \t]*)
     (?:{_QUOTED}|(?P<v>))                    # an unquoted value starts here (`_value_end`)
     """,
     re.IGNORECASE | re.VERBOSE,
@@ -206,6 +215,23 @@ def _cli_flag_span(m: re.Match[str]) -> tuple[int, int] | None:
     return (start, end) if _is_value(m.string[start:end], key, quoted=False) else None
 
 
+# A secret's name and value as a call's two string arguments: `System.setProperty("API_TOKEN",
+# "...")`, `setenv("DB_PASSWORD", "...", 1)`, `config.set('api_key', '...')`, `put("secret", ...)`.
+_CALL_PAIR = re.compile(
+    rf"""(?P<kq>["'])(?P<key>{_KEY})(?P=kq)[ \t]*,[ \t]*{_QUOTED}""", re.IGNORECASE | re.VERBOSE
+)
+_CALL_PAIR_GATE = tuple(w + _bounded(r"[\w.-]", r"""["'][ \t]{0,8},""") for w in _KEYWORD_GATE)
+
+
+def _call_pair_span(m: re.Match[str]) -> tuple[int, int] | None:
+    key = m.group("key")
+    return _quoted_span(m, key) if _holds_a_secret(key) else None
+
+
+def _call_pair_starts(text: str, lowered: str) -> Iterator[int]:
+    return (s - 1 for s in _keyword_starts(text, lowered) if s and text[s - 1] in "\"'")
+
+
 def _keyword_starts(text: str, lowered: str) -> Iterable[int]:
     """The start of each name holding a keyword: where an assignment can begin. A walk back
     to the start of the name stops at the word's previous hit, whose start it shares (`key`
@@ -288,7 +314,9 @@ DETECTORS: tuple[_Detector, ...] = (
         refine=_assignment_span,
         kind_of=_assignment_kind,
         starts=_keyword_starts,
-        precheck=re.compile(r"""[\w.-]+(?:\\*["'\]]){0,2}[ \t]*[:=!]"""),
+        precheck=re.compile(
+            rf"""[\w.-]+(?:\\*["'\]]){{0,2}}[ \t]*{_OPERATOR_GATE}""", re.IGNORECASE
+        ),
     ),
     _Detector(
         "secret",
@@ -298,6 +326,15 @@ DETECTORS: tuple[_Detector, ...] = (
         refine=_cli_flag_span,
         kind_of=_assignment_kind,
         starts=_at("--", *(f"-{f}" for f in _DASH_FLAGS), before=r"(?<![\w-])"),
+    ),
+    _Detector(
+        "secret",
+        _CALL_PAIR,
+        _CALL_PAIR_GATE,
+        priority=3,
+        refine=_call_pair_span,
+        kind_of=_assignment_kind,
+        starts=_call_pair_starts,
     ),
     _Detector(
         "password",
@@ -332,7 +369,11 @@ DETECTORS: tuple[_Detector, ...] = (
         "secret",
         # (attributes end at the next `<` too: a scan from each `<` stops where the next
         # one begins, not at the one `>` after them all)
-        re.compile(rf"<(?P<key>{_KEY})(?:[ \t][^<>]*)?>(?P<v>[^<\n]+)</(?P=key)>", re.IGNORECASE),
+        re.compile(
+            rf"<(?P<key>{_KEY})(?:[ \t][^<>]*)?>[ \t]*(?:\r?\n[ \t]*)?"
+            rf"(?P<v>[^<\s](?:[^<\n]*[^<\s])?)[ \t]*(?:\r?\n[ \t]*)?</(?P=key)>",
+            re.IGNORECASE,
+        ),
         ("<" + _bounded(r"[\w.-]", f"(?:{_KEYWORDS_RE})", backtrack=True),),
         priority=3,
         refine=_xml_span,

@@ -85,6 +85,19 @@ def _ends_userinfo(text: str, at: int) -> bool:
     return False
 
 
+def _auth_span(m: re.Match[str]) -> tuple[int, int] | None:
+    """The credential of an Authorization header; after a scheme memflow does not name
+    (`Api-Token`, `Splunk`, `GenieKey`: RFC 7235's schemes are any token), one with a letter
+    and a digit (so `Authorization: handled separately` stays)."""
+    for group in ("v", "raw"):
+        if m.group(group) is not None:
+            return m.span(group)
+    value = m.group("ov")
+    if value and any(c.isdigit() for c in value) and any(c.isalpha() for c in value):
+        return m.span("ov")
+    return None
+
+
 def _auth_kind(m: re.Match[str]) -> str:
     scheme = (m.group("scheme") or "bearer").lower()
     return {"bearer": "bearer_token", "basic": "basic_auth"}.get(scheme, "auth_token")
@@ -261,12 +274,13 @@ DETECTORS: tuple[_Detector, ...] = (
             (?:(?P<scheme>bearer|basic|token|bot|digest|negotiate|apikey|api-key|ssws|splunk
                   |geniekey|key|klaviyo-api-key|sharedaccesssignature|hmac|otoken)[ \t]+
                (?P<v>(?:\d+\|)?[A-Za-z0-9\-._~+/]{8,}=*)
+              |(?P<other>[A-Za-z][A-Za-z0-9_-]{1,30})[ \t]+(?P<ov>[A-Za-z0-9\-._~+/]{12,}=*)
               |(?P<raw>[A-Za-z0-9\-._~+/]{20,}=*))""",
             re.IGNORECASE | re.VERBOSE,
         ),
         ("authori[sz]ation",),
         priority=2,
-        groups=("v", "raw"),
+        refine=_auth_span,
         kind_of=_auth_kind,
         starts=_at("authorization", "authorisation", before=r"\b"),
     ),

@@ -111,7 +111,7 @@ def _jwk_span(m: re.Match[str]) -> tuple[int, int] | None:
 # Every value of a Secret's `data:` or `stringData:` map (base64 key material, a
 # `.dockerconfigjson`, passwords), in a YAML document (between `---` lines) that says
 # `kind: Secret`; the keys (`tls.key:`) stay. A block scalar (`|`, `>`) is cut whole.
-_SECRET_KIND = re.compile(r"""(?m)^[ \t]*kind:[ \t]*["']?Secret["']?[ \t]*\r?$""")
+_SECRET_KIND = re.compile(r"""(?mi)^[ \t]*kind:[ \t]*["']?Secret["']?[ \t]*\r?$""")
 _DOC_SEPARATOR = re.compile(r"(?m)^---")
 _DATA_HEADER = re.compile(r"(?m)^(?P<indent>[ \t]*)(?:data|stringData):[ \t]*\r?\n")
 _DATA_ENTRY = re.compile(

@@ -19,11 +19,14 @@ _WEAK_WORDS = "pw|pass|psk|clave|parola"
 # or ends in a weak word: looked ahead for, then the name taken whole (possessive). As
 # `[\w.-]*?(?:kw)[\w.-]*(?![\w.-])` each keyword of a long name was tried against the rest
 # of the name once a match failed after it: `pw` * 32000 read the name 32000 times.
-_STRONG = rf"[\w.-]*?(?:{_KW})|[\w.-]*token(?![\w.-])|(?:[\w.-]*[_.-])?(?:{_WEAK_WORDS})(?![\w.-])"
+_STRONG = (
+    rf"[\w.-]*?(?:{_KW})|[\w.-]*token(?:[_.-]?\d+)?(?![\w.-])"
+    rf"|(?:[\w.-]*[_.-])?(?:{_WEAK_WORDS})(?![\w.-])"
+)
 # Also a name that ends in `key` (`RAILS_MASTER_KEY`, `APP_KEY`, `signingKey`,
 # `Ocp-Apim-Subscription-Key`): a key of any kind, so its value must look made by a machine
 # (`_KEY_NAMED_ONLY`, `values._random_value`): `sort_key: created_at` stays.
-_KEY = rf"(?={_STRONG}|[\w.-]*key(?![\w.-]))[\w.-]++"
+_KEY = rf"(?={_STRONG}|[\w.-]*key(?:[_.-]?\d+)?(?![\w.-]))[\w.-]++"
 _STRONG_KEY = re.compile(rf"(?={_STRONG})[\w.-]++", re.IGNORECASE)
 # `*key` names that name no secret: database and cache keys, public keys, keys of a map.
 _NOT_A_SECRET_KEY = re.compile(

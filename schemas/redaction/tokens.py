@@ -28,6 +28,8 @@ _PREFIXED = {
     "newrelic_key": r"(?<![A-Za-z0-9])NR(?:AK|AA|II|JS|RA)-[A-Z0-9]{27}(?![A-Za-z0-9])",
     # Sentry's organisation and user auth tokens
     "sentry_token": r"sntry[su]_[A-Za-z0-9+/=_-]{30,}",
+    # Fly.io's organisation and macaroon tokens outside `FlyV1 ...`
+    "flyio_token": r"(?<![A-Za-z0-9])(?:fo1|fm[12][ar]?)_[A-Za-z0-9+/=_-]{30,}",
     # Doppler's service, service-account, CLI, personal, SCIM and audit tokens
     "doppler_token": r"(?<![\w.])dp\.(?:st|sa|ct|pt|scim|audit)\.[A-Za-z0-9_.-]{30,}",
     # Docker's config.json, base64: `{"auths":` (a Kubernetes `.dockerconfigjson`)
@@ -43,6 +45,8 @@ _PREFIXED_GATE = (
     "gocspx-",
     "nr(?:ak|aa|ii|js|ra)-",
     "sntry[su]_",
+    "fo1_",
+    "fm[12][ar]?_",
     r"dp\.(?:st|sa|ct|pt|scim|audit)\.",
     "eyjhdxrocyi6",
     "azdo",

@@ -68,6 +68,12 @@ def _password_like(word: str) -> bool:
     return word != word.lower() and word != word.upper() and _HAS_DIGIT(word) is not None
 
 
+def _random_segment(word: str) -> bool:
+    """A part no one names a variable: 16 characters or more mixing letters and 3 digits
+    (`sat.zemisurwn15su2it51hs2s.yv9pm1hxb...` is a token, not an attribute chain)."""
+    return len(word) >= 16 and sum(c.isdigit() for c in word) >= 3 and not word.isdigit()
+
+
 def _is_code(value: str) -> bool:
     """An expression, not a literal: `get_password()`, `os.environ['PW']`, `Optional[str]`,
     `settings.DB_PASSWORD`. A call of a password-like name (`Hunter2RT(prod)`) or brackets
@@ -79,7 +85,7 @@ def _is_code(value: str) -> bool:
     groups = 0
     while pos < len(value):
         m = _IDENT.match(value, pos)
-        if m is None or _password_like(m.group()):
+        if m is None or _password_like(m.group()) or _random_segment(m.group()):
             return False
         segments += 1
         pos = m.end()
@@ -155,7 +161,7 @@ def _is_value(value: str, key: str, quoted: bool, literal: bool = False) -> bool
         return False
     if _key_named_only(key) and not _random_value(value):
         return False  # `sort_key: created_at`; `APP_KEY=base64:...` is a key
-    if key.lower().endswith("token") and (len(value) < 8 or value.isdigit()):
+    if key.lower().endswith("token") and (len(value) < 8 or (value.isdigit() and len(value) < 16)):
         return False  # max_token: 512, next_token: "2"
     weak = _WEAK_KEY.fullmatch(key.strip("\\\"']"))
     if weak and not _prose_password(value, strong=weak.group("strong") is not None):
