@@ -63,6 +63,14 @@ def _unbounded(gate: str) -> str:
 
 _LOCAL = threading.local()
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _encodable(text: str) -> str:
+    """The text as RE2 can read it (UTF-8): each lone surrogate (undecodable bytes read with
+    `surrogateescape`) as U+FFFD, one code point for one, so positions stay where they were."""
+    return _SURROGATE.sub("\ufffd", text)
+
 
 def _memo(text: str) -> dict[Any, Any]:
     """Answers found in this text (the last text one asked about, on this thread)."""

@@ -8,6 +8,7 @@ import re2
 
 from schemas.redaction._base import (
     _REGEX_META,
+    _encodable,
     _unbounded,
 )
 from schemas.redaction.detectors import _DETECTORS
@@ -147,7 +148,10 @@ _PREFILTER_RE2 = re2.compile(_re2_syntax(PREFILTER_PATTERN.removeprefix("(?i)"))
 
 def _prefilter(lowered: str) -> re.Match[str] | None:
     """Where the first gate may start in the lowercased text (None: no gate opens)."""
-    return _PREFILTER_RE2.search(lowered)  # type: ignore[no-any-return]
+    try:
+        return _PREFILTER_RE2.search(lowered)  # type: ignore[no-any-return]
+    except UnicodeEncodeError:  # lone surrogates: RE2 reads UTF-8
+        return _PREFILTER_RE2.search(_encodable(lowered))  # type: ignore[no-any-return]
 
 
 # Which gates a candidate opens: the gates' prefix tree finds each position where one may

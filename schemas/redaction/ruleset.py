@@ -31,7 +31,7 @@ from typing import Any
 
 import re2
 
-from schemas.redaction._base import _TOKEN_TAIL, _Atoms, _keeps, _run_end, _Span
+from schemas.redaction._base import _TOKEN_TAIL, _Atoms, _encodable, _keeps, _run_end, _Span
 
 DATA = Path(__file__).with_name("data") / "betterleaks.json"
 # The automaton's cache per regex: some rules outgrow RE2's default 8 MiB on long texts, and
@@ -135,7 +135,10 @@ class RuleSet:
 
     def rules_for(self, lowered: str) -> tuple[int, ...]:
         """The rules one of whose keywords is in the lowercased text (sorted)."""
-        hits = self._set.Match(lowered)
+        try:
+            hits = self._set.Match(lowered)
+        except UnicodeEncodeError:  # lone surrogates: RE2 reads UTF-8
+            hits = self._set.Match(_encodable(lowered))
         if not hits:
             return ()
         if len(hits) == 1:
@@ -143,9 +146,10 @@ class RuleSet:
         return tuple(sorted({i for h in hits for i in self._rules_of[h]}))
 
     def find(self, text: str, rules: tuple[int, ...], atoms: _Atoms) -> Iterator[_Span]:
+        readable = text if text.isascii() else _encodable(text)
         for i in rules:
             rule = self.rules[i]
-            for m in rule.compiled().finditer(text):
+            for m in rule.compiled().finditer(readable):
                 span = rule.secret_span(m)
                 if span is None or span[0] >= span[1]:
                     continue

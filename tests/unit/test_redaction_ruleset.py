@@ -82,3 +82,15 @@ def test_a_placeholder_is_an_atom_for_the_rules_too() -> None:
     once = redact(f"docker token {token} used")
     assert once == "docker token [REDACTED:dockerhub_personal_access_token] used"
     assert redact(once) == once
+
+
+def test_text_with_lone_surrogates_is_read_by_re2_too() -> None:
+    # Undecodable bytes read with `surrogateescape` reach the redactor as lone surrogates,
+    # which RE2 (UTF-8) cannot take: each is read as one U+FFFD, positions unchanged.
+    token = "dckr_pat_" + "Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1"
+    text = f"\udcff bad \udc80 byte {token} and password=Hunter2RT \udcfe"
+    out = redact(text)
+    assert out == (
+        "\udcff bad \udc80 byte [REDACTED:dockerhub_personal_access_token] and "
+        "password=[REDACTED:password] \udcfe"
+    )
