@@ -49,10 +49,14 @@ def check_rows(
         raise ValueError(f"dim must be a positive integer, got {dim!r}")
     rows: dict[str, tuple[str, np.ndarray]] = {}
     for entity_id, text_hash, vector in items:
-        if not entity_id or len(entity_id.encode("utf-8")) > MAX_ENTITY_ID_BYTES:
-            raise ValueError(f"entity id must be 1..{MAX_ENTITY_ID_BYTES} bytes")
-        if len(text_hash.encode("utf-8")) > MAX_TEXT_HASH_BYTES:
-            raise ValueError(f"text hash of {entity_id!r} is too long")
+        if not isinstance(entity_id, str) or not isinstance(text_hash, str):
+            raise ValueError(f"entity id and text hash must be strings, got {entity_id!r}")
+        if not entity_id or _utf8_len(entity_id) > MAX_ENTITY_ID_BYTES:
+            raise ValueError(f"entity id must be 1..{MAX_ENTITY_ID_BYTES} bytes of UTF-8")
+        if _utf8_len(text_hash) > MAX_TEXT_HASH_BYTES:
+            raise ValueError(
+                f"text hash of {entity_id!r} must be at most {MAX_TEXT_HASH_BYTES} bytes of UTF-8"
+            )
         vec = np.asarray(vector, dtype=np.float32)
         if vec.shape != (dim,):
             raise ValueError(f"vector of {entity_id!r} has {vec.size} dimensions, expected {dim}")
@@ -61,6 +65,14 @@ def check_rows(
         rows.pop(entity_id, None)
         rows[entity_id] = (text_hash, vec)
     return rows
+
+
+def _utf8_len(text: str) -> int:
+    """UTF-8 length; a string no store can keep (a lone surrogate) counts as too long."""
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return MAX_ENTITY_ID_BYTES + MAX_TEXT_HASH_BYTES + 1
 
 
 def check_query(vector: Sequence[float]) -> np.ndarray:
@@ -121,7 +133,13 @@ class VectorStore(ABC):
         return {scope: self.ids(model, scope) for scope in dict.fromkeys(scopes)}
 
     @abstractmethod
-    def delete(self, model: str, scope: Scope, entity_ids: Sequence[str]) -> int: ...
+    def delete(self, model: str, scope: Scope, entity_ids: Sequence[str]) -> int:
+        """Remove the scope's vectors of `entity_ids` under `model`; returns how many it held."""
+
+    def delete_many(self, model: str, doomed: Mapping[Scope, Sequence[str]]) -> dict[Scope, int]:
+        """`delete` for several scopes at once (a server looks them up in one read); returns
+        how many each scope held."""
+        return {scope: self.delete(model, scope, ids) for scope, ids in doomed.items()}
 
     @abstractmethod
     def models(self, scope: Scope) -> dict[str, tuple[int, int]]:

@@ -137,11 +137,13 @@ def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _read(path: Path, scope: Scope) -> _Scoped:
+def _read(path: Path, scope: Scope, dim: int) -> _Scoped:
     """The scope's rows of the file at `path`, read whole into memory (rows of another scope
     are dropped); the stamp is the opened file's, so a file replaced meanwhile is reloaded
     later. Not memory-mapped: a file truncated in place by another program (a `cp` over it)
-    would kill a process that maps it (SIGBUS), while a copy in memory stays valid."""
+    would kill a process that maps it (SIGBUS), while a copy in memory stays valid. A file
+    that is not this store's schema with the model's declared `dim` (another model's file
+    copied over, a column of doubles, a null) fails naming the file."""
     try:
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
@@ -153,8 +155,14 @@ def _read(path: Path, scope: Scope) -> _Scoped:
             raise pa.ArrowInvalid("the file is empty")
         with pa.ipc.open_file(pa.BufferReader(pa.py_buffer(data))) as reader:
             table = reader.read_all()
-        vector_type = table.schema.field("vector").type
-        dim = vector_type.list_size
+        if not table.schema.equals(_schema(dim)):
+            expected = ", ".join(f"{f.name}: {f.type}" for f in _schema(dim))
+            raise pa.ArrowInvalid(f"its columns are not {expected}")
+        vectors = table["vector"]
+        if any(c.null_count for c in table.columns) or any(
+            chunk.flatten().null_count for chunk in vectors.chunks
+        ):
+            raise pa.ArrowInvalid("it holds nulls")
         only_mine = _only(table["tenant_id"], scope.tenant_id) and _only(table["ns"], scope.ns)
     except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError, AttributeError) as err:
         raise VectorStoreError(
@@ -183,7 +191,7 @@ class _Cache:
         self._entries: OrderedDict[Path, _Scoped] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, path: Path, scope: Scope, *, keep: bool = True) -> _Scoped:
+    def get(self, path: Path, scope: Scope, dim: int, *, keep: bool = True) -> _Scoped:
         """The file's rows, from the cache while the file is unchanged; read (and, with `keep`,
         kept) otherwise."""
         try:
@@ -196,7 +204,7 @@ class _Cache:
             if entry is not None and entry.stamp == stamp:
                 self._entries.move_to_end(path)
                 return entry
-        entry = _read(path, scope)
+        entry = _read(path, scope, dim)
         if not keep:
             return entry
         with self._lock:
@@ -311,7 +319,7 @@ class LocalVectorStore(VectorStore):
         held rows were deleted."""
         path = self.path(model, scope)
         with self._writing(path):
-            held = _read(path, scope)
+            held = _read(path, scope, dim)
             old_ids = held.ids.to_pylist()
             gone = set(upserts) | deletes
             keep = [i for i, e in enumerate(old_ids) if e not in gone]
@@ -406,8 +414,8 @@ class LocalVectorStore(VectorStore):
 
     # -- reads ------------------------------------------------------------------------------
 
-    def _loaded(self, model: str, scope: Scope, *, keep: bool = True) -> _Scoped:
-        return self.cache.get(self.path(model, scope), scope, keep=keep)
+    def _loaded(self, model: str, dim: int, scope: Scope, *, keep: bool = True) -> _Scoped:
+        return self.cache.get(self.path(model, scope), scope, dim, keep=keep)
 
     def nearest(
         self,
@@ -427,7 +435,7 @@ class LocalVectorStore(VectorStore):
             return []
         if held != query.size:
             raise ValueError(f"model {model!r} holds {held}-dimensional vectors; got {query.size}")
-        entry = self._loaded(model, scope)
+        entry = self._loaded(model, held, scope)
         norm = float(np.linalg.norm(query))
         if not entry.rows or norm == 0.0 or not np.isfinite(norm):
             return []
@@ -445,10 +453,11 @@ class LocalVectorStore(VectorStore):
 
     def ids(self, model: str, scope: Scope) -> dict[str, str]:
         scope = _check_scope(scope)
-        if self._declared(model) is None:
+        dim = self._declared(model)
+        if dim is None:
             return {}
         # Not kept: a sink reads each file's ids once or twice a run; the cache is for search.
-        entry = self._loaded(model, scope, keep=False)
+        entry = self._loaded(model, dim, scope, keep=False)
         return dict(zip(entry.ids.to_pylist(), entry.hashes.to_pylist(), strict=True))
 
     def missing(self, model: str, scope: Scope, wanted: Mapping[str, str]) -> list[str]:
@@ -459,7 +468,7 @@ class LocalVectorStore(VectorStore):
         scope = _check_scope(scope)
         out: dict[str, tuple[int, int]] = {}
         for model, dim in sorted(self._model_names().values()):
-            rows = self._loaded(model, scope).rows
+            rows = self._loaded(model, dim, scope).rows
             if rows:
                 out[model] = (dim, rows)
         return out

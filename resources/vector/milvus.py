@@ -282,11 +282,15 @@ class MilvusVectorStore(VectorStore):
             }
             for entity_id, (text_hash, vec) in check_rows(model, dim, items).items()
         }
-        self._check_dim(model, dim)
+        name = collection_name(model, dim)
+        # The server is asked for the model's collections once, until this one exists: a sink
+        # upserting thousands of tenants makes no listing call per tenant.
+        known = name in self._collections()
+        self._check_dim(model, dim, refresh=not known)
         if not rows:
             return 0
-        name = collection_name(model, dim)
-        self._ensure_collection(model, dim, name)
+        if not known:
+            self._ensure_collection(model, dim, name)
         values = list(rows.values())
         step = max(1, WRITE_CHUNK_BYTES // (4 * dim + 256))
         for start in range(0, len(values), step):
@@ -303,28 +307,38 @@ class MilvusVectorStore(VectorStore):
         return len(values)
 
     def delete(self, model: str, scope: Scope, entity_ids: Sequence[str]) -> int:
-        scope = _check_scope(scope)
-        pks = sorted({row_key(scope, e) for e in entity_ids})
-        if not pks:
-            return 0
-        return sum(self._delete_in(name, scope, pks) for name in self._model_collections(model))
+        return self.delete_many(model, {_check_scope(scope): entity_ids})[scope]
 
-    def _delete_in(self, name: str, scope: Scope, pks: list[str]) -> int:
-        found: list[str] = []
-        for start in range(0, len(pks), 1000):
-            chunk = pks[start : start + 1000]
-            got = self._read(
-                "get",
-                name,
-                lambda c=chunk: self._client.get(
-                    name, ids=c, output_fields=["pk", "tenant_id", "ns"], **_level(STRONG)
-                ),
-            )
-            found.extend(r["pk"] for r in got if (r["tenant_id"], r["ns"]) == _pair(scope))
-        for start in range(0, len(found), 1000):
-            chunk = found[start : start + 1000]
-            self._call("delete", lambda c=chunk: self._client.delete(name, ids=c))
-        return len(found)
+    def delete_many(self, model: str, doomed: Mapping[Scope, Sequence[str]]) -> dict[Scope, int]:
+        """One Strong lookup per 1,000 primary keys of the whole block (which of them the store
+        holds, to count them), then deletes by primary key, which do not wait."""
+        owner = {
+            row_key(scope, e): _check_scope(scope) for scope, ids in doomed.items() for e in ids
+        }
+        out = dict.fromkeys(doomed, 0)
+        if not owner:
+            return out
+        pks = sorted(owner)
+        for name in self._model_collections(model):
+            found: list[str] = []
+            for start in range(0, len(pks), 1000):
+                chunk = pks[start : start + 1000]
+                got = self._read(
+                    "get",
+                    name,
+                    lambda c=chunk, n=name: self._client.get(
+                        n, ids=c, output_fields=["pk", "tenant_id", "ns"], **_level(STRONG)
+                    ),
+                )
+                for row in got:
+                    scope = owner.get(row["pk"])
+                    if scope is not None and (row["tenant_id"], row["ns"]) == _pair(scope):
+                        found.append(row["pk"])
+                        out[scope] += 1
+            for start in range(0, len(found), 1000):
+                chunk = found[start : start + 1000]
+                self._call("delete", lambda c=chunk, n=name: self._client.delete(n, ids=c))
+        return out
 
     def delete_scope(self, scope: Scope) -> None:
         scope = _check_scope(scope)

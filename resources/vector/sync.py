@@ -9,15 +9,16 @@ vectors are left alone.
 
 `sync_block` does a block of scopes at once: the store's ids are read for the whole block in
 one call before and one after (`VectorStore.ids_many`: one read on a server, where each read
-waits for the server's time tick), the writes go scope by scope, and the vectors of a scope are
-fetched only for the rows it must write (a rerun with nothing changed fetches none).
+waits for the server's time tick), the upserts go scope by scope, the deletes of the whole block
+together (`VectorStore.delete_many`), and the vectors of a scope are fetched only for the rows
+it must write (a rerun with nothing changed fetches none).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,7 @@ def sync_block(
     scopes = list(wanted)
     before = store.ids_many(model, scopes)
     reports: dict[Scope, VectorSyncReport] = {}
+    doomed: dict[Scope, list[str]] = {}
     for scope in scopes:
         started = time.perf_counter()
         want = wanted[scope]
@@ -98,16 +100,24 @@ def sync_block(
             dim = int(matrix.shape[1])
             # One call per scope: a store writes a scope's rows together.
             written = store.upsert(model, dim, scope, list(zip(ids, hashes, matrix, strict=True)))
-        deleted = store.delete(model, scope, diff.extra) if diff.extra else 0
+        if diff.extra:
+            doomed[scope] = diff.extra
         reports[scope] = VectorSyncReport(
             model=model,
             scope=scope.key,
             rows=len(want),
             written=written,
-            deleted=deleted,
+            deleted=0,
             unchanged=len(want) - len(todo),
             seconds=time.perf_counter() - started,
         )
+    if doomed:  # the block's deletes together: a server looks them up in one read
+        started = time.perf_counter()
+        deleted = store.delete_many(model, doomed)
+        share = (time.perf_counter() - started) / len(doomed)
+        for scope, count in deleted.items():
+            r = reports[scope]
+            reports[scope] = replace(r, deleted=count, seconds=r.seconds + share)
     after = store.ids_many(model, scopes)
     return {s: (reports[s], diff_ids(wanted[s], after.get(s, {}))) for s in scopes}
 

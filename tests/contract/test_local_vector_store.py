@@ -174,6 +174,42 @@ def test_a_damaged_file_fails_naming_it_and_the_way_out(tmp_path: Path) -> None:
         fresh.ids("m", SCOPE)
 
 
+def _write_ipc(path: Path, table: pa.Table) -> None:
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+@pytest.mark.parametrize(
+    "vector_type, vector, why",
+    [
+        (pa.list_(pa.float32(), 3), [1.0, 0.0, 0.0], "columns are not"),  # another model's file
+        (pa.list_(pa.float64(), 4), E1, "columns are not"),  # doubles read as floats: garbage
+        (pa.list_(pa.float32()), E1, "columns are not"),  # not a fixed-size list
+        (pa.list_(pa.float32(), 4), [1.0, None, 0.0, 0.0], "nulls"),
+        (pa.list_(pa.float32(), 4), None, "nulls"),
+    ],
+)
+def test_a_file_of_another_shape_fails_naming_it(
+    tmp_path: Path, vector_type: pa.DataType, vector: list | None, why: str
+) -> None:
+    """A file copied in by hand that is not this store's schema for the declared model is never
+    searched nor merged into: every call names it and the way out."""
+    store = LocalVectorStore(tmp_path)
+    store.upsert("m", 4, SCOPE, [("a", "h", E1)])
+    path = store.path("m", SCOPE)
+    schema = pa.schema([*list(_schema(4))[:4], pa.field("vector", vector_type)])
+    row = {"tenant_id": "acme", "ns": "payments", "entity_id": "b", "text_hash": "h"}
+    _write_ipc(path, pa.Table.from_pylist([{**row, "vector": vector}], schema=schema))
+    reader = LocalVectorStore(tmp_path)
+    for call in (
+        lambda: reader.nearest("m", SCOPE, E1),
+        lambda: reader.ids("m", SCOPE),
+        lambda: reader.upsert("m", 4, SCOPE, [("c", "h", E2)]),
+    ):
+        with pytest.raises(VectorStoreError, match=f"{path.name}.*{why}.*vectors rebuild"):
+            call()
+
+
 def test_rows_of_another_scope_in_a_file_are_never_answered(tmp_path: Path) -> None:
     """A file holds its own scope's rows; one that does not (copied by hand) answers only
     the rows that carry the scope."""
@@ -189,8 +225,7 @@ def test_rows_of_another_scope_in_a_file_are_never_answered(tmp_path: Path) -> N
         ],
         schema=_schema(4),
     )  # fmt: skip
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
+    _write_ipc(path, table)
     reader = LocalVectorStore(tmp_path)
     assert [h.entity_id for h in reader.nearest("m", SCOPE, E1, min_cosine=-1.0)] == ["mine"]
     assert reader.ids("m", SCOPE) == {"mine": "h"}

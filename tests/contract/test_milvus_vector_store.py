@@ -152,3 +152,12 @@ def test_a_block_of_tenants_costs_the_reads_of_one(
         milvus, ledger, model, many))  # fmt: skip
     assert again["query:Strong"] == 4
     assert again["upsert"] + again["insert"] + again["delete"] == 0  # nothing changed, no write
+
+    # Every tenant loses an entity and a fact: the block's deletes are looked up together.
+    fewer = [(s, ents.head(2), facts.head(2)) for s, ents, facts in many]
+    dropped = count_calls(milvus)
+    done = list(sync_tenants(milvus, ledger, model, fewer))
+    assert all(t.equal for t in done)
+    assert all(t.reports[k].deleted == 1 for t in done for k in ("entities", "facts"))
+    assert dropped["query:Strong"] == 4 and dropped["get:Strong"] == 2  # one lookup per key
+    assert dropped["delete"] == 2 and dropped["upsert"] + dropped["insert"] == 0

@@ -119,6 +119,27 @@ def test_dimension_mismatch_is_a_value_error(
     assert vector_store.ids("m", scope) == {"a": "h"}
 
 
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (("", "h", E1), r"1\.\.1024 bytes"),
+        (("x" * 1025, "h", E1), r"1\.\.1024 bytes"),
+        (("\ud800", "h", E1), "UTF-8"),  # a lone surrogate: no store can keep it
+        ((7, "h", E1), "must be strings"),
+        (("a", "h" * 129, E1), "at most 128 bytes"),
+        (("a", "h", [1.0, 0.0]), "2 dimensions, expected 4"),
+        (("a", "h", [math.inf, 0.0, 0.0, 0.0]), "NaN or an infinity"),
+    ],
+)
+def test_a_bad_row_is_refused_and_nothing_is_written(
+    vector_store: VectorStore, fresh_scope: Scopes, bad: tuple, message: str
+) -> None:
+    scope = fresh_scope()
+    with pytest.raises(ValueError, match=message):
+        vector_store.upsert("m", 4, scope, [("good", "h", E1), bad])
+    assert vector_store.ids("m", scope) == {}
+
+
 def test_min_cosine_floor(vector_store: VectorStore, fresh_scope: Scopes) -> None:
     scope = fresh_scope()
     cosines = {"c90": 0.9, "c50": 0.5, "c41": 0.41, "c39": 0.39, "c00": 0.0, "neg": -1.0}
@@ -220,6 +241,21 @@ def test_delete_and_delete_scope(vector_store: VectorStore, fresh_scope: Scopes)
     # the scope can be written again afterwards
     vector_store.upsert("m", 4, scope, [("c", "h", E1)])
     assert vector_store.ids("m", scope) == {"c": "h"}
+
+
+def test_delete_many_counts_each_scope_and_touches_no_other(
+    vector_store: VectorStore, fresh_scope: Scopes
+) -> None:
+    a, b, other = fresh_scope("a"), fresh_scope("b"), fresh_scope(tenant="b")
+    for scope in (a, b, other):
+        vector_store.upsert("m", 4, scope, [("x", "h", E1), ("y", "h", E1)])
+    # `other` holds "x" too, but it is not named for `other`: it stays.
+    done = vector_store.delete_many("m", {a: ["x", "y", "never-there"], b: ["y"], other: []})
+    assert done == {a: 2, b: 1, other: 0}
+    assert vector_store.ids("m", a) == {}
+    assert vector_store.ids("m", b) == {"x": "h"}
+    assert vector_store.ids("m", other) == {"x": "h", "y": "h"}
+    assert vector_store.delete_many("never-written", {a: ["x"]}) == {a: 0}
 
 
 def table_of(rows: list[tuple[str, str, list[float]]]) -> pl.DataFrame:
