@@ -4,6 +4,7 @@ Layout (one directory per model key, one file per scope)::
 
     <root>/<model-slug>-<hash>/model.json                 {"model": "...", "dim": 384}
     <root>/<model-slug>-<hash>/<org>/<repo>.<digest>.arrow
+    <root>/.locks/<hash>.lock                             a scope file's write lock
 
 A scope's file is an uncompressed Arrow IPC file (Feather v2: pyarrow, polars and pandas read it
 with no memflow code) with the columns tenant_id, ns, entity_id, text_hash and vector
@@ -15,7 +16,9 @@ Writes replace the file whole: under an exclusive lock of the scope's file (`fil
 every process on the host), read it, merge, write a temporary file, fsync, rename. A reader
 never sees half a write, and a writer killed mid-write leaves the previous file intact plus a
 temporary file that the next writer of that scope removes (it holds the lock, so any temporary
-file it finds is an orphan).
+file it finds is an orphan). Erasing a scope removes its files, a killed writer's temporary
+files and its tenant's folder once empty; the locks are named by a hash, so nothing left names
+the tenant.
 
 Searches read the file whole into memory and keep it in a per-process LRU bounded by bytes,
 revalidated by one `stat` per call (a replaced file has another inode, size or mtime): several
@@ -63,6 +66,7 @@ from schemas.scope import Scope
 SUFFIX = ".arrow"
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 LOCK_TIMEOUT_S = 120.0
+LOCKS = ".locks"
 
 
 def _scope_digest(scope: Scope) -> str:
@@ -182,6 +186,13 @@ def _read(path: Path, scope: Scope, dim: int) -> _Scoped:
     return _Scoped(_stamp(st), ids, hashes, matrix, st.st_size)
 
 
+def _remove(path: Path) -> None:
+    """Remove a scope's file (its writer's lock held) and its tenant's folder once empty."""
+    path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # another scope of the tenant still has a file
+        path.parent.rmdir()
+
+
 class _Cache:
     """Per-process LRU of loaded scope files, bounded by their bytes, revalidated by stat."""
 
@@ -290,12 +301,19 @@ class LocalVectorStore(VectorStore):
 
     # -- writes -----------------------------------------------------------------------------
 
+    def _lock_path(self, path: Path) -> Path:
+        """The write lock of the file at `path`: in `<root>/.locks`, named by a hash, so that
+        erasing a tenant leaves no file or folder that names it (lock files stay: removing a
+        lock file another process waits on would let two writers in)."""
+        digest = hashlib.sha256(str(path.relative_to(self.root)).encode()).hexdigest()[:32]
+        return self.root / LOCKS / f"{digest}.lock"
+
     @contextlib.contextmanager
     def _writing(self, path: Path) -> Iterator[None]:
-        lock = FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S)
+        lock_path = self._lock_path(path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with lock:
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S):
                 # Only a lock holder makes a temporary file: any found now is an orphan.
                 for orphan in path.parent.glob(f".{path.name}.*.tmp"):
                     orphan.unlink(missing_ok=True)
@@ -328,7 +346,7 @@ class LocalVectorStore(VectorStore):
                 return 0
             ids = [old_ids[i] for i in keep] + list(upserts)
             if not ids:
-                path.unlink(missing_ok=True)
+                _remove(path)
                 return deleted
             old_hashes = held.hashes.to_pylist()
             hashes = [old_hashes[i] for i in keep] + [h for h, _ in upserts.values()]
@@ -361,7 +379,13 @@ class LocalVectorStore(VectorStore):
         )
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
         try:
-            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                sink = pa.OSFile(str(tmp), "wb")
+            except FileNotFoundError:  # another scope's erase removed the emptied folder
+                path.parent.mkdir(parents=True, exist_ok=True)
+                sink = pa.OSFile(str(tmp), "wb")
+            with sink, pa.ipc.new_file(sink, table.schema) as w:
                 w.write_table(table)
             fd = os.open(tmp, os.O_RDONLY)
             try:
@@ -408,9 +432,9 @@ class LocalVectorStore(VectorStore):
         scope = _check_scope(scope)
         for model, _ in self._model_names().values():
             path = self.path(model, scope)
-            if path.exists():
+            if path.parent.is_dir():  # the file, or a killed writer's temporary file
                 with self._writing(path):
-                    path.unlink(missing_ok=True)
+                    _remove(path)
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -273,7 +273,7 @@ def test_dimensions_are_declared_once_across_processes(tmp_path: Path) -> None:
         check=False,
     )
     assert other.returncode != 0 and "4-dimensional" in other.stderr
-    declared = [p for p in tmp_path.iterdir() if p.is_dir()]
+    declared = [p for p in tmp_path.iterdir() if p.is_dir() and p.name != ".locks"]
     assert len(declared) == 1 and (declared[0] / "model.json").is_file()
 
 
@@ -313,3 +313,24 @@ def test_a_file_truncated_in_place_under_a_reader_fails_clearly(tmp_path: Path) 
         f.truncate(64)
     with pytest.raises(VectorStoreError, match="cannot be read"):
         reader.nearest("m", SCOPE, E1)
+
+
+def test_erasing_a_tenant_leaves_nothing_that_names_it(tmp_path: Path) -> None:
+    """`delete_scope` of each of a tenant's scopes (what `memflow erase` calls) leaves no file
+    or folder that names the tenant, a killed writer's temporary file included; the other
+    tenants keep theirs, and the scope can be written again."""
+    store = LocalVectorStore(tmp_path)
+    gone = [Scope("zebra-corp", "api"), Scope("zebra-corp", "web")]
+    kept = Scope("acme", "api")
+    for scope in (*gone, kept):
+        for model in ("m", "facts:m"):
+            store.upsert(model, 4, scope, [("a", "h", E1)])
+    path = store.path("m", gone[0])
+    (path.parent / f".{path.name}.999.dead.tmp").write_bytes(b"half a write")
+    for scope in gone:
+        store.delete_scope(scope)
+    left = [p.relative_to(tmp_path) for p in tmp_path.rglob("*")]
+    assert not any("zebra" in str(p) for p in left), left
+    assert store.models(kept) == {"m": (4, 1), "facts:m": (4, 1)}
+    store.upsert("m", 4, gone[1], [("b", "h", E2)])
+    assert store.ids("m", gone[1]) == {"b": "h"}
