@@ -25,6 +25,12 @@ def model_dir_name(model: str) -> str:
     return f"{slug}-{hashlib.sha256(model.encode('utf-8')).hexdigest()[:10]}"
 
 
+def check_declared(model: str, held: int | None, dim: int) -> None:
+    """A ValueError when `model` is declared (`held`) with another dimension than `dim`."""
+    if held is not None and held != dim:
+        raise ValueError(f"model {model!r} holds {held}-dimensional vectors; got {dim}")
+
+
 def read_declaration(folder: Path, model: str) -> int | None:
     """The dimension declared in `folder` for `model`; None before its first write. A
     ValueError when the file is unreadable or another model's."""

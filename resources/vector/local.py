@@ -55,6 +55,7 @@ from resources.vector.base import (
 )
 from resources.vector.base import check_scope as _check_scope
 from resources.vector.declaration import (
+    check_declared,
     declare,
     declared_models,
     model_dir_name,
@@ -292,8 +293,7 @@ class LocalVectorStore(VectorStore):
             except OSError as err:
                 raise VectorStoreError(f"cannot write {self._model_dir(model)}: {err}") from err
             self._dims[model] = held
-        if held != dim:
-            raise ValueError(f"model {model!r} holds {held}-dimensional vectors; got {dim}")
+        check_declared(model, held, dim)
 
     def _model_names(self) -> dict[str, tuple[str, int]]:
         """model-dir name -> (model, dim) of every model declared here."""
@@ -412,9 +412,7 @@ class LocalVectorStore(VectorStore):
         for entity_id, (text_hash, vec) in check_rows(model, dim, items).items():
             norm = float(np.linalg.norm(vec))
             rows[entity_id] = (text_hash, vec / norm if norm else vec)
-        held = self._declared(model)
-        if held is not None and held != dim:
-            raise ValueError(f"model {model!r} holds {held}-dimensional vectors; got {dim}")
+        check_declared(model, self._declared(model), dim)
         if rows:
             self._declare(model, dim)
             self._rewrite(model, dim, scope, rows, set())
@@ -457,8 +455,7 @@ class LocalVectorStore(VectorStore):
         held = self._declared(model)
         if held is None:
             return []
-        if held != query.size:
-            raise ValueError(f"model {model!r} holds {held}-dimensional vectors; got {query.size}")
+        check_declared(model, held, int(query.size))
         entry = self._loaded(model, held, scope)
         norm = float(np.linalg.norm(query))
         if not entry.rows or norm == 0.0 or not np.isfinite(norm):
