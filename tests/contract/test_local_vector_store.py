@@ -98,6 +98,7 @@ def _ask(proc: subprocess.Popen[str], op: str, rows: object) -> None:
     _done(proc)
 
 
+@pytest.mark.slow  # spawns interpreters
 def test_another_process_sees_each_write_at_the_next_call(tmp_path: Path) -> None:
     reader = LocalVectorStore(tmp_path)
     assert reader.nearest("m", SCOPE, E1) == []
@@ -117,6 +118,7 @@ def test_another_process_sees_each_write_at_the_next_call(tmp_path: Path) -> Non
         writer.communicate(timeout=60)
 
 
+@pytest.mark.slow  # spawns interpreters
 def test_concurrent_writers_of_one_scope_lose_no_write(tmp_path: Path) -> None:
     writers = [_writer(tmp_path) for _ in range(4)]
     try:
@@ -135,6 +137,7 @@ def test_concurrent_writers_of_one_scope_lose_no_write(tmp_path: Path) -> None:
     assert set(held) == expected | {f"warm{w}-0" for w in range(4)}
 
 
+@pytest.mark.slow  # spawns interpreters
 def test_a_writer_killed_mid_write_leaves_the_previous_file(tmp_path: Path) -> None:
     store = LocalVectorStore(tmp_path)
     store.upsert("m", 4, SCOPE, [("kept", "h", E1)])
@@ -260,6 +263,7 @@ def test_the_search_cache_is_bounded_by_bytes(tmp_path: Path) -> None:
     assert tiny.cache.bytes == 0
 
 
+@pytest.mark.slow  # spawns interpreters
 def test_dimensions_are_declared_once_across_processes(tmp_path: Path) -> None:
     LocalVectorStore(tmp_path).upsert("m", 4, SCOPE, [("a", "h", E1)])
     other = _python(
