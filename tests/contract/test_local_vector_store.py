@@ -320,7 +320,7 @@ def test_a_file_truncated_in_place_under_a_reader_fails_clearly(tmp_path: Path) 
 
 
 def test_erasing_a_tenant_leaves_nothing_that_names_it(tmp_path: Path) -> None:
-    """`delete_scope` of each of a tenant's scopes (what `memflow erase` calls) leaves no file
+    """`delete_scope` of each of a tenant's scopes (what erasing a tenant calls) leaves no file
     or folder that names the tenant, a killed writer's temporary file included; the other
     tenants keep theirs, and the scope can be written again."""
     store = LocalVectorStore(tmp_path)
