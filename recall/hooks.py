@@ -14,10 +14,13 @@ Input: the hook's JSON on stdin (``session_id``, ``transcript_path``, ``cwd``,
     asked one question (``MEMFLOW_HOOK_QUERY``, default: the repo name and "decisions conventions
     preferences dependencies") through the running API (`recall.client`: ``MEMFLOW_API_URL``,
     ``MEMFLOW_API_KEY``); when no server answers, names-only recall from the local stores
-    (``MEMFLOW_DATA_DIR``, absolute paths only). Prints ``{"hookSpecificOutput": {"hookEventName":
-    "SessionStart", "additionalContext": ...}}`` (what Claude Code and Codex read), at most
-    ``MEMFLOW_HOOK_MAX_CHARS`` characters (default 4000) and ``MEMFLOW_HOOK_MAX_FACTS`` facts
-    (default 15). Nothing when nothing was recalled.
+    (``MEMFLOW_DATA_DIR``, absolute paths only). When the local stores can answer, the API gets
+    the budget less `FALLBACK_RESERVE_S`, so a server that accepts and never answers still
+    leaves time for the local answer. Prints ``{"hookSpecificOutput": {"hookEventName":
+    "SessionStart", "additionalContext": ...}}`` (what Claude Code and Codex read): the first
+    ``MEMFLOW_HOOK_MAX_FACTS`` facts (default 15) of the answer, in its order, at most
+    ``MEMFLOW_HOOK_MAX_CHARS`` characters (default 4000), and how many more were recalled.
+    Nothing when nothing was recalled.
 ``pre-compact``, ``session-end``, ``stop``
     Import ``transcript_path`` (Claude Code or Codex, detected) into ``MEMFLOW_LANDING_DIR`` (or
     ``--landing``; absolute paths only) with the importers: idempotent, so running it at every
@@ -60,6 +63,15 @@ DEFAULT_MAX_FACTS = 15
 DEFAULT_QUERY = "{repo} decisions conventions preferences dependencies"
 MAX_STDIN_BYTES = 1 << 20
 _MARGIN_S = 0.05
+# Asked of the API: the answer's own first facts are what the hook shows (a smaller limit
+# could select others), and the rest are counted.
+ASK_FACTS = 40
+# Kept back from the API's share of the budget when the local stores can answer instead (at
+# least this, or this share of what is left): a names-only recall from the embedded graph
+# loads the recall service: a whole hook process answering locally took 5 s at load 8 on the
+# 2-core development machine, so the default 2 s budget only leaves it time on a quiet one.
+FALLBACK_RESERVE_S = 1.0
+FALLBACK_SHARE = 0.4
 
 
 class Quiet(Exception):
@@ -121,12 +133,24 @@ def session_start(
     query = ((env.get(QUERY_SETTING) or "").strip() or DEFAULT_QUERY).replace("{repo}", scope.ns)
     max_facts = int(_setting(env, MAX_FACTS_SETTING, DEFAULT_MAX_FACTS, 1, 40))
     max_chars = int(_setting(env, MAX_CHARS_SETTING, DEFAULT_MAX_CHARS, 200, 100_000))
-    answer, note = _recall(scope, query[:1000], max_facts, env, deadline)
+    answer, note = _recall(scope, query[:1000], ASK_FACTS, env, deadline)
     if answer.get("scope") != scope.key:
         raise Quiet("the answer is not for the working repository")
-    if not answer.get("facts"):
+    facts = answer.get("facts") or []
+    if not facts:
         raise Quiet(f"nothing recalled for {scope.key}")
-    text = format_context(answer, max_chars=max_chars, max_facts=max_facts, note=note)
+    notes = [note] if note else []
+    more = len(facts) - max_facts
+    if more > 0:
+        # The answer's first facts, in its order; the rest are one tool call away.
+        at_least = "at least " if len(facts) >= ASK_FACTS else ""
+        notes.append(
+            f"these are the first {max_facts} facts recalled; {at_least}{more} more were "
+            "recalled: ask recall_context for them"
+        )
+    text = format_context(
+        answer, max_chars=max_chars, max_facts=max_facts, note="; ".join(notes) or None
+    )
     output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
     return json.dumps(output, ensure_ascii=False)
 
@@ -145,6 +169,7 @@ def _recall(
     )
 
     settings = ClientSettings.from_env(env)
+    stores = LocalStores.from_env(env, require_absolute=True)
     note = "no API key is configured"
     if settings.key:
         with MemflowClient(settings) as api:
@@ -152,12 +177,14 @@ def _recall(
                 remaining = deadline - time.monotonic() - _MARGIN_S
                 if remaining <= 0:
                     raise Quiet("no time left")
+                if stores is not None:  # keep time to answer locally when the API hangs
+                    reserve = max(FALLBACK_RESERVE_S, FALLBACK_SHARE * remaining)
+                    remaining = max(min(remaining, 0.25), remaining - reserve)
                 return api.recall(scope, query, limit=limit, timeout=remaining), None
             except ApiError as exc:
                 raise Quiet(f"the server answered {exc.code}") from None
             except ApiUnreachable as exc:
                 note = f"the memflow API is unreachable ({exc.kind})"
-    stores = LocalStores.from_env(env, require_absolute=True)
     if stores is None:
         raise Quiet(f"{note}, and MEMFLOW_DATA_DIR is not an absolute path")
     if not local_grant_allows(scope, settings, stores, env):

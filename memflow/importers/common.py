@@ -50,13 +50,11 @@ record content.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
-import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,8 +62,9 @@ from typing import Any
 
 import orjson
 
-from memflow.importers.tenant import TenantMapper, scope_of
+from memflow.importers.tenant import TenantMapper
 from memflow.landing import JSONL_SUFFIX, MAX_LINE_BYTES, UPSERT_TOOL, read_landing_file
+from memflow.landing_writer import LandingWriter, TenantDir
 from schemas.redaction import redact, redact_json
 from schemas.scope import Scope
 
@@ -521,21 +520,20 @@ def file_key(session_id: str) -> str:
 
 
 class LandingSink:
-    """Writes each session's new turns as one landing file (see the module docstring)."""
+    """Writes each session's new turns as one landing file (see the module docstring), through
+    the one landing writer (`memflow.landing_writer`: directory descriptors, no symlinks)."""
 
     def __init__(self, settings: ImportSettings, report: ImportReport) -> None:
         self.settings = settings
         self.report = report
+        self.writer = LandingWriter(settings.landing_dir)
         self._scopes: dict[tuple[str | None, str | None], Scope] = {}
 
     def scope_of(self, session: SessionTurns) -> Scope:
         key = (session.cwd, session.remote_url)
         scope = self._scopes.get(key)
         if scope is None:
-            chosen = self.settings.tenants.choose(session.cwd, session.remote_url).scope
-            # a path or remote holding a secret must not carry it into names and directories
-            org, repo = redact(chosen.tenant_id) or "", redact(chosen.ns) or ""
-            scope = chosen if (org, repo) == (chosen.tenant_id, chosen.ns) else scope_of(org, repo)
+            scope = self.settings.tenants.choose(session.cwd, session.remote_url).scope
             self._scopes[key] = scope
         return scope
 
@@ -547,10 +545,8 @@ class LandingSink:
         report.turns_found += len(session.turns)
         scope = self.scope_of(session)
         session_id = redact(session.session_id) or "unknown"
-        directory = self.settings.landing_dir / scope.tenant_id / scope.ns
-        directory.mkdir(parents=True, exist_ok=True)
         prefix = f"{client}-{file_key(session_id)}-"
-        with _locked(directory / LOCK_NAME):
+        with self.writer.tenant(scope) as directory, directory.lock(LOCK_NAME, LOCK_TIMEOUT_S):
             landed = _landed_turn_ids(directory, prefix)
             lines: list[bytes] = []
             for turn in session.turns:
@@ -568,36 +564,29 @@ class LandingSink:
                 return None
             body = b"\n".join(lines) + b"\n"
             name = f"{prefix}{hashlib.sha256(body).hexdigest()[:16]}{JSONL_SUFFIX}"
-            final = directory / name
-            if not self._write(final, body, session.source):
+            check = self._check(session.source) if self.settings.check_files else None
+            try:
+                final = directory.write(name, body, check=check, durable=self.settings.durable)
+            except _CheckFailed:
                 return None
         report.turns_written += len(lines)
         report.tenants[scope.key] += len(lines)
         report.landed.append(str(final))
         return final
 
-    def _write(self, final: Path, body: bytes, source: str) -> bool:
-        hidden = final.with_name(f".{final.name}")
-        hidden.unlink(missing_ok=True)  # left by a crashed import
-        fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(body)
-                if self.settings.durable:
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            if self.settings.check_files:
-                read = read_landing_file(hidden, self.settings.landing_dir)
-                if read.rejects.height:
-                    for line, reason in read.rejects.select("line_no", "reason").iter_rows():
-                        self.report.problem(source, None, f"landing_check:{reason}", f"line {line}")
-                    hidden.unlink(missing_ok=True)
-                    return False
-            os.replace(hidden, final)
-        except BaseException:
-            hidden.unlink(missing_ok=True)
-            raise
-        return True
+    def _check(self, source: str) -> Callable[[Path], None]:
+        def check(hidden: Path) -> None:
+            read = read_landing_file(hidden, self.settings.landing_dir)
+            if read.rejects.height:
+                for line, reason in read.rejects.select("line_no", "reason").iter_rows():
+                    self.report.problem(source, None, f"landing_check:{reason}", f"line {line}")
+                raise _CheckFailed
+
+        return check
+
+
+class _CheckFailed(Exception):
+    """The landing reader refused a file the importer wrote (reported, nothing landed)."""
 
 
 def _line(scope: Scope, session_id: str, turn_id: str, client: str, turn: Turn) -> bytes:
@@ -618,19 +607,12 @@ def _line(scope: Scope, session_id: str, turn_id: str, client: str, turn: Turn) 
     return orjson.dumps(record)
 
 
-def _landed_turn_ids(directory: Path, prefix: str) -> set[str]:
+def _landed_turn_ids(directory: TenantDir, prefix: str) -> set[str]:
     """Turn ids already in the session's landing files (the idempotency ledger)."""
     ids: set[str] = set()
-    with os.scandir(directory) as entries:
-        names = [e.name for e in entries if e.name.startswith(prefix)]
-    for name in names:
-        if not name.endswith(JSONL_SUFFIX):
-            continue
-        try:
-            data = (directory / name).read_bytes()
-        except OSError:
-            continue
-        for raw in data.splitlines():
+    for name in directory.names(prefix):
+        data = directory.read(name) if name.endswith(JSONL_SUFFIX) else None
+        for raw in (data or b"").splitlines():
             try:
                 turn_id = orjson.loads(raw).get("turn_id")
             except (orjson.JSONDecodeError, AttributeError):
@@ -638,27 +620,3 @@ def _landed_turn_ids(directory: Path, prefix: str) -> set[str]:
             if isinstance(turn_id, str):
                 ids.add(turn_id)
     return ids
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on `path` (POSIX flock), waited for at most `LOCK_TIMEOUT_S`."""
-    try:
-        import fcntl
-    except ImportError:  # no flock (Windows): imports of one session must not overlap
-        yield
-        return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
-    try:
-        deadline = time.monotonic() + LOCK_TIMEOUT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{path} stayed locked for {LOCK_TIMEOUT_S} s") from None
-                time.sleep(0.05)
-        yield
-    finally:
-        os.close(fd)
