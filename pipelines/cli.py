@@ -312,7 +312,7 @@ def cmd_keys_add(args: argparse.Namespace) -> int:
     from recall.auth import add_key
 
     path = _keys_path(args)
-    key = add_key(path, args.org, args.repos, metrics=args.metrics)
+    key = add_key(path, args.org, args.repos, metrics=args.metrics, admin=args.admin)
     print(key)
     print(f"stored its SHA-256 in {path}; the key is shown only once", file=sys.stderr)
     return 0
@@ -432,6 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--org", required=True)
     k.add_argument("--repos", default="*", help="comma-separated repos, or * (default)")
     k.add_argument("--metrics", action="store_true", help="may read /metrics")
+    k.add_argument("--admin", action="store_true", help="may erase the tenants it covers")
     k.add_argument("--keys", help="API keys file")
     k.set_defaults(func=cmd_keys_add)
     k = keys.add_parser("list", help="key ids with their scopes (never the keys)")
