@@ -177,6 +177,10 @@ class TenantDir:
             os.fsync(self.fd)  # the rename itself survives a power failure
         return self.path / name
 
+    def unlink(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=self.fd)
+
     @contextlib.contextmanager
     def lock(self, name: str, timeout_s: float) -> Iterator[None]:
         """An exclusive lock on the dot file `name` of this directory (POSIX flock), waited for
@@ -218,6 +222,22 @@ class LandingWriter:
 
     def directory(self, scope: Scope) -> Path:
         return self.root / scope.tenant_id / scope.ns
+
+    def existing(self, scope: Scope) -> TenantDir | None:
+        """The tenant's directory if it exists as a plain directory (nothing is created)."""
+        try:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+        except OSError:
+            return None
+        try:
+            for part in (scope.tenant_id, scope.ns):
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+        except OSError:
+            os.close(fd)
+            return None
+        return TenantDir(fd, self.directory(scope))
 
     def tenant(self, scope: Scope) -> TenantDir:
         """The tenant's directory, created as needed; the org and repo directories are opened

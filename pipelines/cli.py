@@ -251,7 +251,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(report.summary())
         for problem in report.errors:
             print(f"  {problem}", file=sys.stderr)
-    return 0 if report.turns_written or not report.errors else 1
+    return report.exit_code()  # what this input came to, not what was imported before
 
 
 def _passthrough(argv: list[str]) -> int | None:

@@ -24,7 +24,8 @@ Input: the hook's JSON on stdin (``session_id``, ``transcript_path``, ``cwd``,
 ``pre-compact``, ``session-end``, ``stop``
     Import ``transcript_path`` (Claude Code or Codex, detected) into ``MEMFLOW_LANDING_DIR`` (or
     ``--landing``; absolute paths only) with the importers: idempotent, so running it at every
-    compaction, turn end and session end lands each turn once. Prints nothing on stdout.
+    compaction, turn end and session end lands each turn once. A Codex rollout is read from where
+    the last import of it stopped (`memflow.importers.offsets`). Prints nothing on stdout.
 
 A hook never blocks the agent: everything runs under a budget (``MEMFLOW_HOOK_BUDGET_S``, default
 2 s for session-start and 30 s for the imports; ``--budget`` overrides); past it, or on any
@@ -43,6 +44,7 @@ fallback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -224,7 +226,8 @@ def import_transcript(
     if is_codex_transcript(path):
         from memflow.importers.codex import import_codex
 
-        report = import_codex([path], settings)
+        # Codex's Stop hook runs after every turn: read only what is new since the last import.
+        report = import_codex([path], dataclasses.replace(settings, incremental=True))
     else:
         from memflow.importers.claude_code import import_claude_code
 

@@ -151,6 +151,7 @@ class ImportSettings:
     include_sidechains: bool = True
     check_files: bool = False  # read each file back with the landing reader before it lands
     durable: bool = False  # fsync each landing file before its rename (see the module docstring)
+    incremental: bool = False  # read growing files from where the last import stopped (Codex)
 
     @classmethod
     def from_env(
@@ -191,6 +192,7 @@ class ImportReport:
     errors_total: int = 0
     landed: list[str] = field(default_factory=list)
     tenants: Counter[str] = field(default_factory=Counter)  # turns written per org/repo
+    moved: Counter[str] = field(default_factory=Counter)  # "old -> new": landing files moved
     seconds: float = 0.0
 
     def problem(
@@ -214,6 +216,7 @@ class ImportReport:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.update(other.skipped)
         self.tenants.update(other.tenants)
+        self.moved.update(other.moved)
         self.errors.extend(other.errors[: max(0, MAX_PROBLEMS_KEPT - len(self.errors))])
         self.landed.extend(other.landed)
         return self
@@ -232,8 +235,18 @@ class ImportReport:
             "errors": [str(p) for p in self.errors],
             "landed": list(self.landed),
             "tenants": dict(sorted(self.tenants.items())),
+            "moved": dict(sorted(self.moved.items())),
+            "exit_code": self.exit_code(),
             "seconds": round(self.seconds, 3),
         }
+
+    def exit_code(self) -> int:
+        """What this input came to, whatever was imported before: 0 every record was read (new
+        or already landed); 1 some records or files could not be read (the rest was
+        imported); 2 nothing could be read (no file, or files in the other agent's format)."""
+        if self.errors_total == 0:
+            return 0
+        return 1 if self.records and self.sessions else 2
 
     def summary(self) -> str:
         line = (
@@ -243,6 +256,10 @@ class ImportReport:
         )
         if self.skipped:
             line += "; skipped " + ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items()))
+        if self.moved:
+            line += "; moved to new tenants " + ", ".join(
+                f"{k} ({v} files)" for k, v in sorted(self.moved.items())
+            )
         return line
 
 
@@ -260,6 +277,7 @@ class Turn:
     tool_name: str | None = None
     tool_input: Any = None
     line: int | None = None  # where it came from, for reports
+    origin: str | None = None  # who said it, when not the user or the agent (importers.origins)
 
 
 @dataclass
@@ -437,10 +455,14 @@ def _json_object(text: str) -> dict[str, Any] | None:
 
 
 def collect_files(
-    paths: Iterable[str | os.PathLike[str]], pattern: re.Pattern[str], report: ImportReport
+    paths: Iterable[str | os.PathLike[str]],
+    pattern: re.Pattern[str],
+    report: ImportReport,
+    none_found: str | None = None,
 ) -> list[Path]:
     """Files named directly, and files under folders whose names match `pattern` (symlinked
-    folders are not followed); a path that does not exist is reported."""
+    folders are not followed); a path that does not exist is reported, and so is a folder
+    holding ``.jsonl`` files none of which match (`none_found` says what they may be)."""
     out: list[Path] = []
     seen: set[str] = set()
     for raw in paths:
@@ -452,9 +474,13 @@ def collect_files(
             found = [path]
         elif path.is_dir():
             found = []
+            others = 0
             for root, dirs, files in os.walk(path, followlinks=False):
                 dirs.sort()
                 found.extend(Path(root) / f for f in sorted(files) if pattern.match(f))
+                others += sum(1 for f in files if f.endswith(".jsonl") and not pattern.match(f))
+            if not found and others and none_found:
+                report.problem(path, None, "no_transcripts", f"{others} .jsonl files: {none_found}")
         else:
             report.problem(path, None, "not_found", "no such file or folder")
             continue
@@ -466,11 +492,22 @@ def collect_files(
     return out
 
 
+@dataclass
+class ReadCursor:
+    """Where an incremental read of a file starts and, after it, where it stopped: `offset`
+    bytes and `line_no` lines consumed (an incomplete last line is left for the next read)."""
+
+    offset: int = 0
+    line_no: int = 0
+
+
 def iter_jsonl(
-    path: Path, report: ImportReport, max_line_bytes: int
+    path: Path, report: ImportReport, max_line_bytes: int, cursor: ReadCursor | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every JSON object line; other lines are reported. Counts
-    records."""
+    records. With `cursor`, reading starts at its offset and line, and it is moved past every
+    complete line read; a last line without its newline is not read (its writer is still at
+    it)."""
     try:
         fh = path.open("rb")
     except OSError as exc:
@@ -478,14 +515,25 @@ def iter_jsonl(
         return
     with fh:
         line_no = 0
+        if cursor is not None and cursor.offset:
+            fh.seek(cursor.offset)
+            line_no = cursor.line_no
         while raw := fh.readline(max_line_bytes + 1):
+            if cursor is not None and not raw.endswith(b"\n") and len(raw) <= max_line_bytes:
+                break  # being written: the next read takes it whole
             line_no += 1
+            if cursor is not None:
+                cursor.line_no = line_no
             if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
                 while raw and not raw.endswith(b"\n"):
                     raw = fh.readline(1 << 20)
                 report.records += 1
                 report.problem(path, line_no, "line_too_long", f"over {max_line_bytes} bytes")
+                if cursor is not None:
+                    cursor.offset = fh.tell()
                 continue
+            if cursor is not None:
+                cursor.offset = fh.tell()
             if line_no == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM) :]
             complete = raw.endswith(b"\n")
@@ -547,6 +595,7 @@ class LandingSink:
         session_id = redact(session.session_id) or "unknown"
         prefix = f"{client}-{file_key(session_id)}-"
         with self.writer.tenant(scope) as directory, directory.lock(LOCK_NAME, LOCK_TIMEOUT_S):
+            self._move_legacy(session, scope, directory, prefix)
             landed = _landed_turn_ids(directory, prefix)
             lines: list[bytes] = []
             for turn in session.turns:
@@ -574,6 +623,31 @@ class LandingSink:
         report.landed.append(str(final))
         return final
 
+    def _move_legacy(
+        self, session: SessionTurns, scope: Scope, directory: TenantDir, prefix: str
+    ) -> None:
+        """Move this session's landing files from the tenant earlier versions named it (a
+        tenant mapping that lost something: `memflow.importers.tenant`) to its tenant now, so a
+        re-import migrates what was landed and lands nothing twice."""
+        old = self.settings.tenants.legacy(session.cwd, session.remote_url)
+        if old is None or old == scope:
+            return
+        legacy = self.writer.existing(old)
+        if legacy is None:
+            return
+        with legacy, legacy.lock(LOCK_NAME, LOCK_TIMEOUT_S):
+            moved = 0
+            for name in legacy.names(prefix):
+                data = legacy.read(name) if name.endswith(JSONL_SUFFIX) else None
+                if data is None:
+                    continue
+                if name not in directory.names(name):
+                    directory.write(name, _rescoped(data, scope), durable=True)
+                legacy.unlink(name)
+                moved += 1
+        if moved:
+            self.report.moved[f"{old.key} -> {scope.key}"] += moved
+
     def _check(self, source: str) -> Callable[[Path], None]:
         def check(hidden: Path) -> None:
             read = read_landing_file(hidden, self.settings.landing_dir)
@@ -583,6 +657,24 @@ class LandingSink:
                 raise _CheckFailed
 
         return check
+
+
+def _rescoped(data: bytes, scope: Scope) -> bytes:
+    """A landing file's lines with `scope` as their org and repo (unreadable lines as they
+    were: the reader quarantines them where they land)."""
+    out = []
+    for raw in data.splitlines():
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            out.append(raw)
+            continue
+        if isinstance(record, dict):
+            record["org"], record["repo"] = scope.tenant_id, scope.ns
+            out.append(orjson.dumps(record))
+        else:
+            out.append(raw)
+    return b"\n".join(out) + b"\n"
 
 
 class _CheckFailed(Exception):
@@ -604,6 +696,8 @@ def _line(scope: Scope, session_id: str, turn_id: str, client: str, turn: Turn) 
         record["tool_name"] = redact(turn.tool_name)
     if turn.tool_input is not None:
         record["tool_input"] = turn.tool_input
+    if turn.origin is not None:
+        record["origin"] = turn.origin
     return orjson.dumps(record)
 
 
