@@ -38,8 +38,10 @@ What a turn keeps
   NotebookRead, WebFetch, apply_patch, ``cat``/``sed -n``/``head``... commands) is replaced by
   ``[<tool> output omitted: N characters]``.
 
-Everything written (content, tool input, session and turn ids) goes through
-`schemas.redaction` first. Thinking/reasoning, images, summaries, compaction summaries and
+A turn that is not the user's or the agent's own carries ``origin`` (`memflow.importers.origins`).
+Files are written through the one landing writer (`memflow.landing_writer`: directory
+descriptors, no symlinks). Everything written (content, tool input, session and turn ids) goes
+through `schemas.redaction` first. Thinking/reasoning, images, summaries, compaction summaries and
 bookkeeping records are skipped and counted in the report, never written.
 
 A record that cannot be read is reported with its file and line (``invalid_json``,
