@@ -105,8 +105,8 @@ class Offsets:
         """Record `state` for `path` (atomically; a failure only costs a full read next time)."""
         with contextlib.suppress(OSError):
             self.dir.mkdir(parents=True, exist_ok=True, mode=0o750)
-            if self.dir.is_symlink() or not self.dir.is_dir():
-                return
+            if any(p.is_symlink() for p in (self.dir, self.dir.parent)) or not self.dir.is_dir():
+                return  # never write through a link someone put in the landing zone
             final = self._file(path)
             tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
             body = orjson.dumps(

@@ -384,3 +384,33 @@ def test_re_importing_moves_a_sessions_files_from_its_old_tenant(tmp_path: Path)
     assert {f"{t['org']}/{t['repo']}" for t in lines} == {new.split(" -> ")[1]}
     assert readable(landing) == 5
     assert not any((landing / "local" / "C-tools").glob("*.jsonl"))
+
+
+# -- the one landing writer -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("trap", ["org", "repo", "lock"])
+def test_imports_never_write_through_a_symlink_in_the_landing_zone(
+    tmp_path: Path, trap: str
+) -> None:
+    """The importers' writer used to follow a symlinked tenant directory (architecture review);
+    they now write through the landing writer's directory descriptors."""
+    landing, outside = tmp_path / "landing", tmp_path / "outside"
+    outside.mkdir()
+    (landing / "local").mkdir(parents=True)
+    if trap == "org":
+        (landing / "local").rmdir()
+        (landing / "local").symlink_to(outside, target_is_directory=True)
+    elif trap == "repo":
+        (landing / "local" / "project").symlink_to(outside, target_is_directory=True)
+    else:
+        (landing / "local" / "project").mkdir()
+        victim = outside / "victim"
+        victim.write_text("keep me")
+        (landing / "local" / "project" / ".memflow-import.lock").symlink_to(victim)
+    report = import_claude_code([LOG / "session_id_steering_order.jsonl"], settings(landing))
+    assert [p.reason for p in report.errors] == ["landing_failed"]
+    assert report.turns_written == 0 and report.exit_code() == 1
+    assert sorted(p.name for p in outside.iterdir()) == ([] if trap != "lock" else ["victim"])
+    if trap == "lock":
+        assert (outside / "victim").read_text() == "keep me"
