@@ -105,7 +105,7 @@ from recall.requests import (
     parse_tenant,
 )
 from recall.service import RecallService
-from recall.writes import WriteRefused, Writes
+from recall.writes import Writes
 from resources.graph.base import GraphStoreError
 from resources.vector.base import VectorStoreError
 from schemas.rules import DEFAULT_TIME_WINDOW, TimeWindow
@@ -319,11 +319,6 @@ def _install_error_handlers(app: FastAPI, metrics: ApiMetrics) -> None:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
         return error_response(exc.status, exc.code, exc.message, exc.details, headers)
 
-    async def write_refused(_: Request, exc: Exception) -> Response:
-        assert isinstance(exc, WriteRefused)
-        metrics.error(exc.code)
-        return error_response(exc.status, exc.code, exc.message, exc.details)
-
     async def validation_error(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         metrics.error("invalid_request")
@@ -367,7 +362,6 @@ def _install_error_handlers(app: FastAPI, metrics: ApiMetrics) -> None:
         return error_response(500, "internal_error", "internal error")
 
     app.add_exception_handler(ApiError, api_error)
-    app.add_exception_handler(WriteRefused, write_refused)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(SemanticUnavailable, semantic_unavailable)

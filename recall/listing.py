@@ -102,28 +102,17 @@ def select_facts(
     return out
 
 
+_FACT_FIELDS = ("fact_id", "subject_id", "subject", "predicate", "object_id", "object")
+_PROVENANCE_FIELDS = ("session_id", "turn_id", "client", "model")
+
+
 def _fact(f: FactRecord) -> RecalledFact:
+    """A stored fact in the answers' shape (no hop, no score: nothing was asked)."""
     turns = f.sources or ((f.session_id, f.turn_id),)
-    return RecalledFact(
-        fact_id=f.fact_id,
-        subject_id=f.subject_id,
-        subject=f.subject,
-        predicate=f.predicate,
-        object_id=f.object_id,
-        object=f.object,
-        confidence=f.confidence,
-        valid_from=f.valid_from,
-        valid_to=f.valid_to,
-        provenance=Provenance(
-            session_id=f.session_id,
-            turn_id=f.turn_id,
-            client=f.client,
-            model=f.model,
-            sources=[Source(session_id=s, turn_id=t) for s, t in turns],
-        ),
-        hop=None,
-        score=None,
-    )
+    sources = [Source(session_id=s, turn_id=t) for s, t in turns]
+    provenance = Provenance(**{k: getattr(f, k) for k in _PROVENANCE_FIELDS}, sources=sources)
+    values = {k: getattr(f, k) for k in (*_FACT_FIELDS, "confidence", "valid_from", "valid_to")}
+    return RecalledFact(**values, provenance=provenance, hop=None, score=None)
 
 
 def page_of(

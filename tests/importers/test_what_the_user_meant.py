@@ -20,7 +20,7 @@ from memflow.importers.claude_code import import_claude_code
 from memflow.importers.codex import import_codex
 from memflow.importers.common import ImportSettings
 from memflow.importers.tenant import TenantMapper, parse_map
-from memflow.landing import discover, read_landing_file
+from tests.importers.test_transcripts import assert_valid_landing
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "transcripts"
 LOG = FIXTURES / "claude-code" / "claude-code-log"
@@ -42,16 +42,7 @@ def landed(landing: Path) -> list[dict[str, Any]]:
     ]
 
 
-def readable(landing: Path) -> int:
-    found = discover(landing)
-    assert not found.problems, found.problems
-    n = 0
-    for files in found.values():
-        for path in files:
-            read = read_landing_file(path, landing)
-            assert read.rejects.height == 0, read.rejects.to_dicts()
-            n += read.turns.height
-    return n
+readable = assert_valid_landing  # every landed file passes the landing reader, no reject
 
 
 def users(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
