@@ -75,7 +75,8 @@ def test_stdio_every_tool_for_the_working_repository(memory: Memory, tmp_path: P
     # the scope comes from the working directory's git remote, not from any tool argument
     repo = tmp_path / "checkout"
     (repo / ".git").mkdir(parents=True)
-    (repo / ".git" / "config").write_text('[remote "origin"]\n url = git@github.com:acme/payments.git\n')
+    remote = '[remote "origin"]\n url = git@github.com:acme/payments.git\n'
+    (repo / ".git" / "config").write_text(remote)
     before = len(landed(memory.landing))
 
     async def session(c: Client) -> None:
