@@ -20,6 +20,7 @@ from recall.mcp.backends import ApiMemory, LocalMemory
 from recall.mcp.settings import McpSettings
 from recall.mcp.tools import MemoryTools, build_server
 from recall.ports import IngestTrigger, TenantEraser
+from schemas.redaction.logs import install_log_redaction
 from schemas.scope import ScopeError
 
 DEFAULT_HTTP_PORT = 8765
@@ -136,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keys-file", help="the API's keys file (default: MEMFLOW_API_KEYS_FILE)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    install_log_redaction()
     try:
         settings = McpSettings.from_env(tenant=args.tenant, client=args.client)
     except (ScopeError, ValueError) as exc:
