@@ -14,6 +14,8 @@ opened by path under the root: names are resolved against the directory's descri
   ``api-<UTC time>-<uuid>.jsonl`` (durable: fsynced before the rename, the directory after).
 - `LandingWriter.tenant`: a `TenantDir` for writers that keep a ledger in the directory
   (the importers: ``<client>-<session>-<digest>.jsonl``, a lock file, reading their own files).
+- `LandingWriter.state`: a `TenantDir` of the zone's own state under a dot directory (the
+  importers' per-file offsets), written and read the same way.
 
 The format of a line is `memflow.landing`'s; `turn_line` writes one.
 """
@@ -226,34 +228,48 @@ class LandingWriter:
     def existing(self, scope: Scope) -> TenantDir | None:
         """The tenant's directory if it exists as a plain directory (nothing is created)."""
         try:
-            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+            return self._open((scope.tenant_id, scope.ns), create=False)
         except OSError:
             return None
-        try:
-            for part in (scope.tenant_id, scope.ns):
-                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                os.close(fd)
-                fd = nxt
-        except OSError:
-            os.close(fd)
-            return None
-        return TenantDir(fd, self.directory(scope))
 
     def tenant(self, scope: Scope) -> TenantDir:
         """The tenant's directory, created as needed; the org and repo directories are opened
         without following symlinks (the root may be one: the operator chose it)."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        return self._open((scope.tenant_id, scope.ns), create=True)
+
+    def state(self, *parts: str, create: bool = True) -> TenantDir | None:
+        """A directory of the zone's own state under a dot directory (``.memflow-import/
+        offsets``: the landing reader never reads dot directories), opened like a tenant's;
+        None when it is absent (and not `create`), a link or not a directory."""
+        if (
+            not parts
+            or not parts[0].startswith(".")
+            or any("/" in p or p in ("", "..") for p in parts)
+        ):
+            raise ValueError(f"not a state directory: {parts!r}")
+        try:
+            return self._open(parts, create=create)
+        except OSError:
+            return None
+
+    def _open(self, parts: Sequence[str], *, create: bool) -> TenantDir:
+        """`root/parts...` opened part by part against the parent's descriptor, never through a
+        link (`LandingUnsafe` for a link or a file; `OSError` when absent and not `create`)."""
+        if create:
+            self.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
         try:
-            for part in (scope.tenant_id, scope.ns):
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, DIR_MODE, dir_fd=fd)
+            for part in parts:
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, DIR_MODE, dir_fd=fd)
                 try:
                     nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 except OSError as exc:
                     if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        where = self.root.joinpath(*parts)
                         raise LandingUnsafe(
-                            exc.errno, f"{self.directory(scope)} is not a plain directory"
+                            exc.errno, f"{where} is not a plain directory"
                         ) from None
                     raise
                 os.close(fd)
@@ -261,7 +277,7 @@ class LandingWriter:
         except BaseException:
             os.close(fd)
             raise
-        return TenantDir(fd, self.directory(scope))
+        return TenantDir(fd, self.root.joinpath(*parts))
 
     def write(
         self,

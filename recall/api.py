@@ -585,7 +585,7 @@ def _memory_routes(app: FastAPI, api: Api) -> None:
                 501,
                 "erase_unavailable",
                 "this server was started without a tenant eraser (memflow serve / memflow up "
-                "provide one; `memflow erase --tenant ORG/REPO` works without a server)",
+                "provide one; `memflow erase --tenant ORG/REPO --yes` works without a server)",
             )
         report = api.eraser(scope)
         api.forget_known(scope)

@@ -24,11 +24,15 @@ from typing import Any
 
 import orjson
 
+from memflow.landing_writer import LandingWriter
+
 STATE_DIR = ".memflow-import"
 OFFSETS = "offsets"
 HEAD_BYTES = 4096
 MAX_STATE_BYTES = 4 << 20
 VERSION = 1
+LOCK_NAME = ".lock"
+LOCK_TIMEOUT_S = 10.0
 _NOFOLLOW = os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -59,22 +63,29 @@ def _head(path: Path, n: int) -> tuple[str, tuple[int, int], int] | None:
 
 
 class Offsets:
-    """The incremental-read states of one landing zone."""
+    """The incremental-read states of one landing zone, read and written through the landing
+    writer's directory descriptors (`LandingWriter.state`: never through a link someone put in
+    the zone), one writer at a time (a lock file in the folder)."""
 
     def __init__(self, landing_dir: Path) -> None:
+        self.writer = LandingWriter(landing_dir)
         self.dir = Path(landing_dir) / STATE_DIR / OFFSETS
 
-    def _file(self, path: Path) -> Path:
+    @staticmethod
+    def _name(path: Path) -> str:
         key = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()
-        return self.dir / f"{key[:32]}.json"
+        return f"{key[:32]}.json"
 
     def load(self, path: Path) -> FileState:
         """Where to start reading `path` (from the beginning unless it is the file read)."""
+        folder = self.writer.state(STATE_DIR, OFFSETS, create=False)
+        if folder is None:
+            return FileState()
+        with folder:
+            body = folder.read(self._name(path), MAX_STATE_BYTES)
         try:
-            fd = os.open(self._file(path), os.O_RDONLY | _NOFOLLOW)
-            with os.fdopen(fd, "rb") as fh:
-                raw = orjson.loads(fh.read(MAX_STATE_BYTES))
-        except (OSError, orjson.JSONDecodeError):
+            raw = orjson.loads(body) if body is not None else None
+        except orjson.JSONDecodeError:
             return FileState()
         if not isinstance(raw, dict) or raw.get("version") != VERSION:
             return FileState()
@@ -103,24 +114,20 @@ class Offsets:
 
     def save(self, path: Path, state: FileState) -> None:
         """Record `state` for `path` (atomically; a failure only costs a full read next time)."""
-        with contextlib.suppress(OSError):
-            self.dir.mkdir(parents=True, exist_ok=True, mode=0o750)
-            if any(p.is_symlink() for p in (self.dir, self.dir.parent)) or not self.dir.is_dir():
-                return  # never write through a link someone put in the landing zone
-            final = self._file(path)
-            tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
-            body = orjson.dumps(
-                {
-                    "version": VERSION,
-                    "path": os.path.abspath(path),
-                    "identity": list(state.identity),
-                    "head": state.head,
-                    "offset": state.offset,
-                    "line_no": state.line_no,
-                    "reader": state.reader,
-                }
-            )
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o640)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(body)
-            os.replace(tmp, final)
+        body = orjson.dumps(
+            {
+                "version": VERSION,
+                "path": os.path.abspath(path),
+                "identity": list(state.identity),
+                "head": state.head,
+                "offset": state.offset,
+                "line_no": state.line_no,
+                "reader": state.reader,
+            }
+        )
+        with contextlib.suppress(OSError, TimeoutError):
+            folder = self.writer.state(STATE_DIR, OFFSETS)
+            if folder is None:
+                return  # a link or a file where the folder should be: nothing is written
+            with folder, folder.lock(LOCK_NAME, LOCK_TIMEOUT_S):
+                folder.write(self._name(path), body, durable=False)

@@ -269,7 +269,7 @@ class LocalMemory:
         if self.eraser is None:
             raise MemoryToolError(
                 "erase_unavailable",
-                "this server cannot erase tenants: run `memflow erase --tenant ORG/REPO`",
+                "this server cannot erase tenants: run `memflow erase --tenant ORG/REPO --yes`",
             )
         report = self.eraser(scope)
         return {

@@ -26,29 +26,19 @@ from schemas.scope import ScopeError
 DEFAULT_HTTP_PORT = 8765
 
 
-def stdio_tools(
-    settings: McpSettings,
-    *,
-    trigger: IngestTrigger | None = None,
-    eraser: TenantEraser | None = None,
-) -> MemoryTools:
-    """The API first (when a key is set), the local stores and landing zone as the fallback."""
+def stdio_tools(settings: McpSettings, *, trigger: IngestTrigger | None = None) -> MemoryTools:
+    """The API first (when a key is set), the local stores and landing zone as the fallback
+    (`trigger` is asked after each local write). No local eraser: an erase over stdio goes to
+    the API, which checks for an admin key, or is refused."""
     remote = ApiMemory(MemflowClient(settings.api)) if settings.api.key else None
-    local = LocalMemory(
-        stores=settings.stores, landing_dir=settings.landing_dir, trigger=trigger, eraser=eraser
-    )
+    local = LocalMemory(stores=settings.stores, landing_dir=settings.landing_dir, trigger=trigger)
     return MemoryTools(settings, remote=remote, local=local)
 
 
-def run_stdio(
-    settings: McpSettings | None = None,
-    *,
-    trigger: IngestTrigger | None = None,
-    eraser: TenantEraser | None = None,
-) -> None:
+def run_stdio(settings: McpSettings | None = None, *, trigger: IngestTrigger | None = None) -> None:
     """Serve one agent over stdin/stdout until it closes them."""
     settings = settings or McpSettings.from_env()
-    tools = stdio_tools(settings, trigger=trigger, eraser=eraser)
+    tools = stdio_tools(settings, trigger=trigger)
     try:
         build_server(tools).run("stdio")
     finally:
@@ -116,18 +106,24 @@ def run_http(
     service: Any | None = None,
     host: str = "127.0.0.1",
     port: int = DEFAULT_HTTP_PORT,
+    trigger: IngestTrigger | None = None,
+    eraser: TenantEraser | None = None,
 ) -> None:
     import uvicorn
 
-    served = http_app(settings, keys=keys, service=service, host=host, port=port)
+    served = http_app(
+        settings, keys=keys, service=service, host=host, port=port, trigger=trigger, eraser=eraser
+    )
     try:
         uvicorn.run(served.asgi, host=host, port=port, log_level="warning", access_log=False)
     finally:
         served.tools.close()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``memflow mcp [--tenant ORG/REPO] [--client NAME] [--http ...]``."""
+def main(argv: Sequence[str] | None = None, *, ingest_trigger: IngestTrigger | None = None) -> int:
+    """``memflow mcp [--tenant ORG/REPO] [--client NAME] [--http ...]``. The pipelines layer
+    passes `ingest_trigger`, asked after each write the server lands itself (writes through the
+    API are the API's to trigger). Erasing goes through the API only (its admin keys)."""
     parser = argparse.ArgumentParser(prog="memflow mcp", description="the memflow MCP server")
     parser.add_argument("--tenant", help="the working repository ORG/REPO (default: from the cwd)")
     parser.add_argument("--client", help="the agent's name recorded on writes (default: mcp)")
@@ -144,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"memflow mcp: {exc}", file=sys.stderr)
         return 2
     if not args.http:
-        run_stdio(settings)
+        run_stdio(settings, trigger=ingest_trigger)
         return 0
     keys_path = args.keys_file or settings.keys_path()
     if not keys_path:
@@ -157,5 +153,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     if keys.error:
         print(f"memflow mcp: {keys.error}", file=sys.stderr)
         return 2
-    run_http(settings, keys=keys, host=args.host, port=args.port)
+    run_http(settings, keys=keys, host=args.host, port=args.port, trigger=ingest_trigger)
     return 0

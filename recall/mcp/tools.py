@@ -207,7 +207,9 @@ class MemoryTools:
                     primary.close()
         elif not self.http or self.per_caller is not None:
             note = "no memflow API key is configured"
-        if self.local is None or not fallback or (write and not self.local.can_write):
+        # `fallback=False` refuses the local backend only as a fallback (over HTTP with an
+        # in-process service it is the primary one).
+        if self.local is None or (note and not fallback) or (write and not self.local.can_write):
             why = note or "no backend"
             raise MemoryToolError("unavailable", f"{why}; nothing was done")
         # Over stdio the local fallback honours the key as the API would (when it can).

@@ -22,7 +22,7 @@ from recall.api import create_app
 from recall.auth import KeyRing, add_key
 from recall.client import ClientSettings, LocalStores
 from recall.mcp import McpSettings, http_app, memflow_version
-from recall.ports import EraseReport
+from recall.ports import EraseReport, IngestRequest
 from recall.service import RecallService
 from resources.graph.sqlite import SqliteGraphStore
 from resources.vector.milvus import MilvusVectorStore
@@ -354,3 +354,97 @@ def test_mcp_over_http_recalls_in_the_apis_modes(
     gone = recall("http://127.0.0.1:9")
     assert 'mode="names"' in gone and "LedgerCore" in gone
     assert "names only from the local stores" in gone and "unreachable" in gone
+
+
+class Trigger:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Scope, Path]] = []
+
+    def __call__(self, scope: Scope, landed: Path) -> IngestRequest:
+        self.calls.append((scope, landed))
+        return IngestRequest(requested=True, run_id=f"run-{len(self.calls)}")
+
+
+def test_in_process_mcp_asks_for_the_run_and_erases_with_an_admin_key(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """MCP over HTTP mounted on an in-process service (as `memflow serve` does): its writes ask
+    the injected trigger for the tenant's run and say so; `erase_memory` reaches the injected
+    eraser for an admin key only (the in-process backend is the primary one, not a fallback)."""
+    graph = SqliteGraphStore(memory.data_dir / "graph.sqlite")
+    service = RecallService(graph)
+    landing, trigger, eraser = tmp_path / "landing", Trigger(), Eraser()
+    admin = add_key(memory.keys_file, "acme", ["payments"], admin=True)
+    served = http_app(
+        McpSettings(scope=None, landing_dir=landing),
+        keys=KeyRing(memory.keys_file),
+        service=service,
+        trigger=trigger,
+        eraser=eraser,
+    )
+    server, url = serve_in_thread(served.asgi)
+    try:
+
+        async def ordinary(c: Client) -> None:
+            r = await c.call_tool("upsert_graph_triples", {"triples": [GOOD]})
+            assert not r.is_error, text(r)
+            assert r.structured_content["ingest"]["requested"] is True
+            assert r.structured_content["ingest"]["run_id"] == "run-1"
+            r = await c.call_tool("forget", {"entity": "payments-service"})
+            assert not r.is_error and r.structured_content["ingest"]["run_id"] == "run-2"
+            r = await c.call_tool("erase_memory", {"confirm": "acme/payments"})
+            assert r.is_error and "forbidden" in text(r)
+
+        async def as_admin(c: Client) -> None:
+            r = await c.call_tool("erase_memory", {"confirm": "acme/payments"})
+            assert not r.is_error, text(r)
+            assert r.structured_content["removed"] == {"facts": 5}
+
+        run(http(f"{url}/mcp", memory.keys["acme_payments"]), ordinary)
+        assert eraser.asked == []
+        run(http(f"{url}/mcp", admin), as_admin)
+    finally:
+        server.should_exit = True
+        served.tools.close()
+        service.close()
+        graph.close()
+    assert eraser.asked == [Scope("acme", "payments")]
+    assert [s for s, _ in trigger.calls] == [Scope("acme", "payments")] * 2
+    files = sorted(landing.rglob("*.jsonl"))
+    assert sorted(p for _, p in trigger.calls) == files  # the final files, never a hidden one
+    tools = [t["tool_name"] for t in landed(landing)]
+    assert sorted(tools) == sorted(["upsert_graph_triples", RETRACT_TOOL])
+
+
+def test_memflow_mcp_hands_its_trigger_to_local_writes_and_never_erases_locally(
+    memory: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memflow mcp` (the pipelines layer passes the run queue's trigger): a write the stdio
+    server lands itself asks the trigger; an erase without an API is refused, nothing done."""
+    import recall.mcp.server as mcp_server
+    from recall.mcp.tools import build_server
+
+    built: list[Any] = []
+
+    def served(settings: McpSettings, *, trigger: Any = None) -> None:
+        tools = mcp_server.stdio_tools(settings, trigger=trigger)
+        built.append(tools)
+
+        async def session(c: Client) -> None:
+            r = await c.call_tool("upsert_graph_triples", {"triples": [GOOD]})
+            assert not r.is_error, text(r)
+            assert r.structured_content["ingest"]["run_id"] == "run-1"
+            assert "no memflow API key" in r.structured_content["note"]
+            r = await c.call_tool("erase_memory", {"confirm": "acme/payments"})
+            assert r.is_error and "nothing was done" in text(r)
+
+        run(build_server(tools), session)
+        tools.close()
+
+    monkeypatch.setattr(mcp_server, "run_stdio", served)  # the stdio transport itself: above
+    landing, trigger = tmp_path / "landing", Trigger()
+    monkeypatch.setenv("MEMFLOW_LANDING_DIR", str(landing))
+    monkeypatch.delenv("MEMFLOW_API_KEY", raising=False)
+    assert mcp_server.main(["--tenant", "acme/payments"], ingest_trigger=trigger) == 0
+    assert len(built) == 1 and [s for s, _ in trigger.calls] == [Scope("acme", "payments")]
+    assert [p for _, p in trigger.calls] == sorted(landing.rglob("*.jsonl"))

@@ -405,3 +405,38 @@ def test_imports_never_write_through_a_symlink_in_the_landing_zone(
     assert sorted(p.name for p in outside.iterdir()) == ([] if trap != "lock" else ["victim"])
     if trap == "lock":
         assert (outside / "victim").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("trap", ["state", "offsets", "file"])
+def test_offsets_are_never_read_or_written_through_a_link(tmp_path: Path, trap: str) -> None:
+    """The Stop hook's per-file offsets live in a dot folder of the landing zone: a link put
+    there (the folder, its offsets folder, one state file) is neither followed to write, nor
+    trusted to skip what was not imported; the import lands everything and exits 0."""
+    rollout = tmp_path / "rollout-2026-05-11T13-28-45-019e1695-0522-7c83-8b39-0dd379793f80.jsonl"
+    shutil.copy(CODEX / "rollout-turn-2.jsonl", rollout)
+    full = import_codex([rollout], settings(tmp_path / "full"))
+    landing, outside = tmp_path / "landing", tmp_path / "outside"
+    outside.mkdir()
+    landing.mkdir()
+    if trap == "state":
+        (landing / ".memflow-import").symlink_to(outside, target_is_directory=True)
+    elif trap == "offsets":
+        (landing / ".memflow-import").mkdir()
+        (landing / ".memflow-import" / "offsets").symlink_to(outside, target_is_directory=True)
+    else:  # a valid state that says the whole file was read, behind a link
+        seed = tmp_path / "seed"
+        import_codex([rollout], settings(seed, incremental=True))
+        (saved,) = (seed / ".memflow-import" / "offsets").glob("*.json")
+        claimed = outside / "claimed.json"
+        shutil.copy(saved, claimed)
+        offsets = landing / ".memflow-import" / "offsets"
+        offsets.mkdir(parents=True)
+        (offsets / saved.name).symlink_to(claimed)
+        # the same state as a plain file is trusted: nothing is read again
+        shutil.copytree(seed / ".memflow-import", tmp_path / "trusted" / ".memflow-import")
+        again = import_codex([rollout], settings(tmp_path / "trusted", incremental=True))
+        assert again.records == 0
+    report = import_codex([rollout], settings(landing, incremental=True))
+    assert report.exit_code() == 0 and report.turns_written == full.turns_written
+    assert sorted(p.name for p in outside.iterdir()) == ([] if trap != "file" else ["claimed.json"])
+    assert readable(landing) == full.turns_written
