@@ -15,11 +15,14 @@ for ``rollout-*.jsonl``), in either shape Codex has written:
 
 Codex writes what the user typed twice (an ``event_msg`` ``user_message`` and a ``response_item``
 user message, the latter also carrying injected context such as ``<environment_context>`` and
-AGENTS.md text); the same for the assistant's answer. One source per role is used: user turns
-from the ``user_message`` events when the file has any (else from the response items, injected
-context skipped), assistant turns from the response items when the file has any (else from the
-``agent_message`` events). ``developer`` messages, reasoning, token counts and compaction
-summaries are skipped and counted.
+AGENTS.md text); the same for the assistant's answer. One source per role is used, decided by the
+first of the role's messages: user turns from the ``user_message`` events when the first user
+response item is followed by one (else from the response items, injected context skipped),
+assistant turns from the response items when one comes before anything but an ``agent_message``
+event (else from the ``agent_message`` events). An incremental read that ends before a role is
+decided leaves the lines from its first message for the next read, so the turn ids (the chosen
+source's lines) are those a whole read gives. ``developer`` messages, reasoning, token counts
+and compaction summaries are skipped and counted.
 
 **Sub-agents.** A rollout whose ``session_meta`` names a parent (``source.subagent``,
 ``thread_source: "subagent"``, ``parent_thread_id``, ``forked_from_id``) is a sub-agent's: its
@@ -186,7 +189,9 @@ class _Reader:
         self.history_start: int | None = None  # the child's first own ordinal, when recorded
         self.copied_meta: tuple[int, str | None] | None = None  # (line, ts)
         self.replay_checked = False
-        self.sources: tuple[int, int] | None = None  # (user, assistant), once decided
+        self.user_source: int | None = None  # _USER_EVENT or _USER_ITEM, once decided
+        self.assistant_source: int | None = None  # _ASSISTANT_ITEM or _ASSISTANT_EVENT
+        self.undecided: dict[str, tuple[int, int, int]] = {}  # role -> (offset, lines, line)
         self.candidates: list[tuple[int, Turn]] = []
         self.calls: dict[str, tuple[str, str | None]] = {}  # call_id -> (tool, shell command)
         self.cursor: ReadCursor | None = None
@@ -202,7 +207,7 @@ class _Reader:
             "last_ts": self.last_ts,
             "start_ts": self.start_ts,
             "parent_id": self.parent_id,
-            "sources": list(self.sources) if self.sources else None,
+            "sources": [self.user_source, self.assistant_source],
             "calls": [[k, v[0], v[1]] for k, v in calls],
         }
 
@@ -212,7 +217,10 @@ class _Reader:
             setattr(self, name, value if isinstance(value, str) else None)
         sources = saved.get("sources")
         if isinstance(sources, list) and len(sources) == 2:
-            self.sources = (int(sources[0]), int(sources[1]))
+            user, assistant = sources
+            self.user_source = user if user in (_USER_EVENT, _USER_ITEM) else None
+            mine = (_ASSISTANT_ITEM, _ASSISTANT_EVENT)
+            self.assistant_source = assistant if assistant in mine else None
         for entry in saved.get("calls") or []:
             if isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str):
                 command = entry[2] if isinstance(entry[2], str) else None
@@ -252,6 +260,41 @@ class _Reader:
 
     def add(self, source: int, turn: Turn) -> None:
         self.candidates.append((source, turn))
+        self._decide(source, turn)
+
+    def _decide(self, source: int, turn: Turn) -> None:
+        """Settle each role's source at the first evidence (module docstring); remember where
+        a role's first message starts while it is not settled."""
+        if self.user_source is None:
+            if source == _USER_EVENT:
+                self.user_source = _USER_EVENT
+            elif source != _USER_ITEM and "user" in self.undecided:
+                self.user_source = _USER_ITEM
+        if self.assistant_source is None:
+            if source == _ASSISTANT_ITEM:
+                self.assistant_source = _ASSISTANT_ITEM
+            elif source != _ASSISTANT_EVENT and "assistant" in self.undecided:
+                self.assistant_source = _ASSISTANT_EVENT
+        if self.user_source is not None:
+            self.undecided.pop("user", None)
+        if self.assistant_source is not None:
+            self.undecided.pop("assistant", None)
+        role = {_USER_ITEM: "user", _ASSISTANT_EVENT: "assistant"}.get(source)
+        undecided = role == "user" and self.user_source is None
+        undecided |= role == "assistant" and self.assistant_source is None
+        if role is not None and undecided and role not in self.undecided:
+            cursor = self.cursor or ReadCursor()
+            self.undecided[role] = (cursor.line_start, cursor.lines_before, turn.line or 0)
+
+    def hold_back(self) -> None:
+        """An incremental read: leave the lines from the first message of a role not yet
+        settled for the next read (the cursor moves back there; nothing from them lands)."""
+        if not self.undecided or self.cursor is None:
+            return
+        offset, lines, line = min(self.undecided.values())
+        self.cursor.offset, self.cursor.line_no = offset, lines
+        self.candidates = [(s, t) for s, t in self.candidates if (t.line or 0) < line]
+        self.undecided.clear()
 
     def item(self, p: dict[str, Any], ts: str, line: int) -> None:
         kind = p.get("type")
@@ -342,14 +385,11 @@ class _Reader:
     # -- the session -----------------------------------------------------------------------
 
     def _choose(self) -> tuple[int, int]:
-        if self.sources is None:
-            found = {s for s, _ in self.candidates}
-            user = _USER_EVENT if _USER_EVENT in found else _USER_ITEM
-            assistant = _ASSISTANT_ITEM if _ASSISTANT_ITEM in found else _ASSISTANT_EVENT
-            if found & {_USER_EVENT, _USER_ITEM, _ASSISTANT_ITEM, _ASSISTANT_EVENT}:
-                self.sources = (user, assistant)
-            return user, assistant
-        return self.sources
+        """The sources decided; a role not yet settled at the end of a whole read has only
+        the one kind of message (or none)."""
+        user = self.user_source if self.user_source is not None else _USER_ITEM
+        assistant = self.assistant_source
+        return user, assistant if assistant is not None else _ASSISTANT_EVENT
 
     def turns(self) -> list[Turn]:
         user, assistant = self._choose()
@@ -518,6 +558,8 @@ def read_codex(
             skipped["unknown_record"] += 1
     if reader.history_start is not None:
         reader.replay_checked = True  # the ordinals said which lines were the parent's
+    if state is not None:
+        reader.hold_back()
     return reader
 
 

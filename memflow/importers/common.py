@@ -497,10 +497,14 @@ def collect_files(
 @dataclass
 class ReadCursor:
     """Where an incremental read of a file starts and, after it, where it stopped: `offset`
-    bytes and `line_no` lines consumed (an incomplete last line is left for the next read)."""
+    bytes and `line_no` lines consumed (an incomplete last line is left for the next read);
+    `line_start` and `lines_before`: where the line last yielded starts (a reader that must read
+    it again next time moves the cursor back there)."""
 
     offset: int = 0
     line_no: int = 0
+    line_start: int = 0
+    lines_before: int = 0
 
 
 def iter_jsonl(
@@ -520,9 +524,15 @@ def iter_jsonl(
         if cursor is not None and cursor.offset:
             fh.seek(cursor.offset)
             line_no = cursor.line_no
-        while raw := fh.readline(max_line_bytes + 1):
+        while True:
+            start = fh.tell()
+            raw = fh.readline(max_line_bytes + 1)
+            if not raw:
+                break
             if cursor is not None and not raw.endswith(b"\n") and len(raw) <= max_line_bytes:
                 break  # being written: the next read takes it whole
+            if cursor is not None:
+                cursor.line_start, cursor.lines_before = start, line_no
             line_no += 1
             if cursor is not None:
                 cursor.line_no = line_no

@@ -349,6 +349,47 @@ def test_the_stop_hook_reads_only_what_is_new(tmp_path: Path) -> None:
     assert again.records == len(earlier.splitlines()) and again.turns_written == 0
 
 
+def test_overlapping_stop_hooks_on_a_growing_rollout_land_each_turn_once(tmp_path: Path) -> None:
+    """Codex runs its Stop hook after every turn; a slow one still runs when the next starts.
+    Incremental imports that overlap while the rollout grows (threads: the landing lock and the
+    offsets' lock are flock()s, which open file descriptions of one process also contend for)
+    land every turn once, as one whole import does."""
+    import threading
+
+    rollout = tmp_path / "rollout-2026-05-11T13-28-45-019e1695-0522-7c83-8b39-0dd379793f80.jsonl"
+    source = (CODEX / "rollout-turn-2.jsonl").read_text().splitlines(keepends=True)
+    landing = tmp_path / "landing"
+    reports: list[Any] = []
+    rollout.write_text("")
+
+    def stop_hook() -> None:
+        reports.append(import_codex([rollout], settings(landing, incremental=True)))
+
+    started: list[threading.Thread] = []
+    for at in range(0, len(source), 3):  # 3 lines a time: a user message apart from its twin
+        with rollout.open("a") as fh:
+            fh.write("".join(source[at : at + 3]))
+        hooks = [threading.Thread(target=stop_hook) for _ in range(3)]
+        for hook in hooks:
+            hook.start()
+        started += hooks
+        for hook in hooks[:2]:  # the third overlaps the next turn's hooks
+            hook.join()
+    for hook in started:
+        hook.join()
+    stop_hook()
+    full = import_codex([rollout], settings(tmp_path / "full"))
+    assert len(reports) == len(started) + 1 and all(r.errors_total == 0 for r in reports)
+    assert sum(r.turns_written for r in reports) == full.turns_written
+    # the ids a whole read gives (a read that ended between a message and its twin used to land
+    # the twin it had seen, and a later whole import landed the other one again)
+    assert [t["turn_id"] for t in landed(landing)] == [
+        t["turn_id"] for t in landed(tmp_path / "full")
+    ]
+    assert import_codex([rollout], settings(landing)).turns_written == 0
+    assert readable(landing) == full.turns_written
+
+
 # -- tenants renamed by this version ------------------------------------------------------------
 
 
