@@ -308,6 +308,8 @@ def create_app(
     _read_routes(app, api)
     _write_routes(app, api)
     _memory_routes(app, api)
+    _retraction_routes(app, api)
+    _erase_routes(app, api)
     _ops_routes(app, api)
     return app
 
@@ -529,6 +531,8 @@ def _memory_routes(app: FastAPI, api: Api) -> None:
         )
         return _json(page)
 
+
+def _retraction_routes(app: FastAPI, api: Api) -> None:
     @app.post(
         "/v1/retractions",
         status_code=202,
@@ -552,6 +556,8 @@ def _memory_routes(app: FastAPI, api: Api) -> None:
         api.metrics.landed(scope, "retractions", saved.accepted)
         return _json(saved, 202)
 
+
+def _erase_routes(app: FastAPI, api: Api) -> None:
     @app.delete(
         "/v1/tenants/{org}/{repo}",
         response_model=EraseAnswer,

@@ -487,7 +487,13 @@ def build_server(tools: MemoryTools, **server_options: Any) -> MCPServer:
         log_level="WARNING",
         **server_options,
     )
+    _read_tools(server, tools)
+    _write_tools(server, tools)
+    _memory_tools(server, tools)
+    return server
 
+
+def _read_tools(server: MCPServer, tools: MemoryTools) -> None:
     @server.tool(
         description="Recall what memflow knows about this repository that bears on a question "
         "(decisions, conventions, preferences, dependencies). Call it at the start of a task. "
@@ -548,6 +554,8 @@ def build_server(tools: MemoryTools, **server_options: Any) -> MCPServer:
         options.update(limit=limit, cursor=cursor)
         return _tool(lambda: tools.list_facts(ctx, **options))
 
+
+def _write_tools(server: MCPServer, tools: MemoryTools) -> None:
     @server.tool(
         description="Save facts about this repository as (subject, predicate, object) triples: "
         "decisions, conventions, preferences, ownership, dependencies. predicate is "
@@ -572,6 +580,8 @@ def build_server(tools: MemoryTools, **server_options: Any) -> MCPServer:
     ) -> dict[str, Any]:
         return _tool(lambda: tools.offload_turns(ctx, turns))
 
+
+def _memory_tools(server: MCPServer, tools: MemoryTools) -> None:
     @server.tool(
         description="Take back a fact that is wrong or no longer true: give its fact_id (from "
         "list_facts, query_subgraph) or its subject, predicate and object. It leaves recall once "
@@ -605,5 +615,3 @@ def build_server(tools: MemoryTools, **server_options: Any) -> MCPServer:
         ctx: Context,
     ) -> dict[str, Any]:
         return _tool(lambda: tools.erase_memory(ctx, confirm))
-
-    return server
