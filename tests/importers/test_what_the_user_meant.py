@@ -390,6 +390,28 @@ def test_overlapping_stop_hooks_on_a_growing_rollout_land_each_turn_once(tmp_pat
     assert readable(landing) == full.turns_written
 
 
+@pytest.mark.parametrize(
+    "fixture", sorted(FIXTURES.glob("codex/*/rollout-*.jsonl")), ids=lambda p: p.name[:24]
+)
+def test_a_rollout_imported_a_line_at_a_time_lands_what_a_whole_read_lands(
+    tmp_path: Path, fixture: Path
+) -> None:
+    """Every real rollout (both shapes, one with a bad line), grown a line at a time with an
+    incremental import after each: the same turn ids as one whole import, and a whole import
+    afterwards lands nothing more."""
+    rollout = tmp_path / fixture.name
+    landing = tmp_path / "landing"
+    rollout.write_bytes(b"")
+    for line in fixture.read_bytes().splitlines(keepends=True):
+        with rollout.open("ab") as fh:
+            fh.write(line)
+        import_codex([rollout], settings(landing, incremental=True))
+    import_codex([rollout], settings(tmp_path / "full"))
+    ids = sorted(t["turn_id"] for t in landed(tmp_path / "full"))
+    assert ids and sorted(t["turn_id"] for t in landed(landing)) == ids
+    assert import_codex([rollout], settings(landing)).turns_written == 0
+
+
 # -- tenants renamed by this version ------------------------------------------------------------
 
 
