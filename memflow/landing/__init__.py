@@ -70,7 +70,14 @@ happens. Turn content is not redacted here (the turns stage does it), so never l
 module returns.
 """
 
-from memflow.landing.discover import Discovery, discover, is_landing_file, is_landing_name
+from memflow.landing.discover import (
+    Discovery,
+    Listed,
+    discover,
+    is_landing_file,
+    is_landing_name,
+    tenant_files,
+)
 from memflow.landing.files import (
     FileFingerprint,
     LandingFileError,
@@ -83,6 +90,9 @@ from memflow.landing.format import (
     JSONL_SUFFIX,
     LANDING_SUFFIXES,
     MAX_LINE_BYTES,
+    MAX_PARQUET_DECODED_BYTES,
+    MAX_PARQUET_FILE_BYTES,
+    MEMFLOW_TOOLS,
     PARQUET_SUFFIX,
     READ_ATTEMPTS,
     REJECT_COLUMNS,
@@ -90,8 +100,10 @@ from memflow.landing.format import (
     STAGE,
     TURN_COLUMNS,
     UPSERT_TOOL,
+    canonical_tool,
+    printable,
 )
-from memflow.landing.problems import LandingProblem, problems_frame
+from memflow.landing.problems import LandingProblem, problem_line, problems_frame
 from memflow.landing.read import (
     FileRead,
     LandingRead,
@@ -108,7 +120,10 @@ __all__ = [
     "JSONL_SUFFIX",
     "LANDING_SUFFIXES",
     "MAX_LINE_BYTES",
+    "MAX_PARQUET_DECODED_BYTES",
+    "MAX_PARQUET_FILE_BYTES",
     "MAX_RECORD_CHARS",
+    "MEMFLOW_TOOLS",
     "PARQUET_SUFFIX",
     "READ_ATTEMPTS",
     "REJECT_COLUMNS",
@@ -122,7 +137,9 @@ __all__ = [
     "LandingFileError",
     "LandingProblem",
     "LandingRead",
+    "Listed",
     "TenantRead",
+    "canonical_tool",
     "count_records",
     "days_in_file",
     "discover",
@@ -130,6 +147,8 @@ __all__ = [
     "is_landing_file",
     "is_landing_name",
     "landing_problems",
+    "printable",
+    "problem_line",
     "problems_frame",
     "read_landing_file",
     "read_tenant_files",
@@ -137,4 +156,5 @@ __all__ = [
     "scope_of_file",
     "source_name",
     "split_duplicates",
+    "tenant_files",
 ]

@@ -1,20 +1,23 @@
-"""Discovery: the tenants of the landing zone and their files, and what is skipped on the way."""
+"""Discovery: the tenants of the landing zone and their files, and what is skipped on the way.
+
+Listing takes one ``lstat`` per entry and opens directories only, never a file, so the sensor
+can list the zone on every tick (`Discovery.listings` is what it digests). `tenant_files`
+lists one tenant's directory, for a run that reads only its own tenants.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
-from memflow.landing.files import (
-    _entries,
-    _Entry,
-)
-from memflow.landing.format import (
-    LANDING_SUFFIXES,
-)
+from memflow.landing.files import _DIR_FLAGS, _entries, _Entry, _open_dir
+from memflow.landing.format import LANDING_SUFFIXES
 from memflow.landing.problems import (
+    _HIDDEN,
     _MISPLACED,
     _NESTED,
     _SYMLINK,
@@ -26,18 +29,33 @@ from memflow.landing.problems import (
 )
 from schemas.scope import Scope, ScopeError
 
+# A hidden directory is looked into this deep and this far for landing files, at most.
+_HIDDEN_DEPTH = 8
+_HIDDEN_ENTRIES = 10_000
+
+
+class Listed(NamedTuple):
+    """A landing file as its directory lists it (lstat, no file opened)."""
+
+    name: str
+    size: int
+    mtime_ns: int
+
 
 class Discovery(dict[Scope, list[Path]]):
     """Tenants (in scope order) mapped to their landing files (sorted by name), plus the problems
-    met on the way. It is a plain dict of ``Scope -> files`` with a ``problems`` attribute."""
+    met on the way and each tenant's `listings` (name, size, mtime of each file). It is a plain
+    dict of ``Scope -> files`` with ``problems`` and ``listings`` attributes."""
 
     def __init__(
         self,
         tenants: Iterable[tuple[Scope, list[Path]]] = (),
         problems: Iterable[LandingProblem] = (),
+        listings: dict[Scope, tuple[Listed, ...]] | None = None,
     ) -> None:
         super().__init__(tenants)
         self.problems: list[LandingProblem] = list(problems)
+        self.listings: dict[Scope, tuple[Listed, ...]] = listings or {}
 
 
 def is_landing_file(path: Path) -> bool:
@@ -50,22 +68,50 @@ def is_landing_name(name: str) -> bool:
 
 def _tenant_entries(
     repo_dir: str | int, rel_repo: str, scope: Scope
-) -> tuple[list[str], list[LandingProblem]]:
-    """(landing file names, problems) of one tenant directory."""
-    names: list[str] = []
+) -> tuple[list[_Entry], list[LandingProblem]]:
+    """(landing files, problems) of one tenant directory (a path or an fd)."""
+    files: list[_Entry] = []
     problems: list[LandingProblem] = []
-    for name, mode in _entries(repo_dir):
-        rel = f"{rel_repo}/{name}"
-        if stat.S_ISLNK(mode):
+    hidden: list[str] = []
+    for entry in _entries(repo_dir, hidden):
+        rel = f"{rel_repo}/{entry.name}"
+        if stat.S_ISLNK(entry.mode):
             problems.append(_problem(rel, "symlink", _SYMLINK, scope))
-        elif stat.S_ISDIR(mode):
+        elif stat.S_ISDIR(entry.mode):
             problems.append(_problem(rel, "nested_directory", _NESTED, scope))
-        elif is_landing_name(name):
-            if stat.S_ISREG(mode):
-                names.append(name)
+        elif is_landing_name(entry.name):
+            if stat.S_ISREG(entry.mode):
+                files.append(entry)
             else:
-                problems.append(_problem(rel, "not_a_regular_file", _special(mode), scope))
-    return names, problems
+                problems.append(_problem(rel, "not_a_regular_file", _special(entry.mode), scope))
+    problems += _hidden_problems(repo_dir, rel_repo, hidden, scope)
+    return files, problems
+
+
+def tenant_files(
+    landing_root: str | os.PathLike[str], scope: Scope
+) -> tuple[list[Path], list[LandingProblem]]:
+    """One tenant's landing files (as `discover` lists them, sorted by name) and the problems
+    of its directory, listing that directory only (no symlink followed on the way). A missing
+    directory holds no file and is no problem."""
+    root = Path(landing_root)
+    rel_repo = f"{scope.tenant_id}/{scope.ns}"
+    try:
+        dir_fd = _open_dir(root, (scope.tenant_id, scope.ns))
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return [], []
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            return [], [_problem(rel_repo, "symlink", _SYMLINK, scope)]
+        return [], [_problem(rel_repo, "unreadable_directory", _os_detail(exc), scope)]
+    try:
+        files, problems = _tenant_entries(dir_fd, rel_repo, scope)
+    except OSError as exc:
+        return [], [_problem(rel_repo, "unreadable_directory", _os_detail(exc), scope)]
+    finally:
+        os.close(dir_fd)
+    folder = root / scope.tenant_id / scope.ns
+    return [folder / f.name for f in files], problems
 
 
 def discover(landing_root: str | os.PathLike[str]) -> Discovery:
@@ -78,51 +124,112 @@ def discover(landing_root: str | os.PathLike[str]) -> Discovery:
     if not root.is_dir():
         return Discovery(problems=[_problem(".", "missing_root", f"{root} is not a directory")])
     found: list[tuple[Scope, list[Path]]] = []
+    listings: dict[Scope, tuple[Listed, ...]] = {}
     problems: list[LandingProblem] = []
 
     def listing(directory: Path, rel: str) -> list[_Entry]:
+        hidden: list[str] = []
         try:
-            return _entries(directory)
+            entries = _entries(directory, hidden)
         except OSError as exc:
             problems.append(_problem(rel, "unreadable_directory", _os_detail(exc)))
             return []
+        problems.extend(_hidden_problems(directory, "" if rel == "." else rel, hidden))
+        return entries
 
-    for org_name, org_mode in listing(root, "."):
-        if stat.S_ISLNK(org_mode):
-            problems.append(_problem(org_name, "symlink", _SYMLINK))
+    for org in listing(root, "."):
+        if not _is_directory(org, org.name, problems):
             continue
-        if not stat.S_ISDIR(org_mode):
-            if is_landing_name(org_name):
-                problems.append(_misplaced_or_special(org_name, org_mode))
-            continue
-        for repo_name, repo_mode in listing(root / org_name, org_name):
-            rel_repo = f"{org_name}/{repo_name}"
-            if stat.S_ISLNK(repo_mode):
-                problems.append(_problem(rel_repo, "symlink", _SYMLINK))
-                continue
-            if not stat.S_ISDIR(repo_mode):
-                if is_landing_name(repo_name):
-                    problems.append(_misplaced_or_special(rel_repo, repo_mode))
+        for repo in listing(root / org.name, org.name):
+            rel_repo = f"{org.name}/{repo.name}"
+            if not _is_directory(repo, rel_repo, problems):
                 continue
             try:
-                scope = Scope(org_name, repo_name)
+                scope = Scope(org.name, repo.name)
             except ScopeError as exc:
                 problems.append(_problem(rel_repo, "invalid_scope", _scope_detail(exc)))
                 continue
+            folder = root / org.name / repo.name
             try:
-                names, found_problems = _tenant_entries(
-                    root / org_name / repo_name, rel_repo, scope
-                )
+                files, found_problems = _tenant_entries(folder, rel_repo, scope)
             except OSError as exc:
                 problems.append(_problem(rel_repo, "unreadable_directory", _os_detail(exc), scope))
                 continue
             problems += found_problems
-            if names:
-                found.append((scope, [root / org_name / repo_name / n for n in names]))
-    return Discovery(found, problems)
+            if files:
+                found.append((scope, [folder / f.name for f in files]))
+                listings[scope] = tuple(Listed(f.name, f.size, f.mtime_ns) for f in files)
+    return Discovery(found, problems, listings)
+
+
+def _is_directory(entry: _Entry, rel: str, problems: list[LandingProblem]) -> bool:
+    """Whether an org or repo entry is a directory to go into; a symlink, a landing file out
+    of place or a special file named like one is a problem."""
+    if stat.S_ISLNK(entry.mode):
+        problems.append(_problem(rel, "symlink", _SYMLINK))
+        return False
+    if stat.S_ISDIR(entry.mode):
+        return True
+    if is_landing_name(entry.name):
+        problems.append(_misplaced_or_special(rel, entry.mode))
+    return False
 
 
 def _misplaced_or_special(rel: str, mode: int) -> LandingProblem:
     if stat.S_ISREG(mode):
         return _problem(rel, "misplaced_file", _MISPLACED)
     return _problem(rel, "not_a_regular_file", _special(mode))
+
+
+# ------------------------------------------------------------------------ hidden directories
+
+
+def _hidden_problems(
+    parent: str | int | Path, rel_parent: str, names: list[str], scope: Scope | None = None
+) -> list[LandingProblem]:
+    """A ``hidden_directory`` problem for each dot-directory of `parent` that holds landing
+    files (names starting with ``.`` are writers' temporary names and are never read)."""
+    out = []
+    for name in sorted(names):
+        try:
+            fd = (
+                os.open(name, _DIR_FLAGS, dir_fd=parent)
+                if isinstance(parent, int)
+                else os.open(os.path.join(parent, name), _DIR_FLAGS)
+            )
+        except OSError:
+            continue  # gone, a symlink, unreadable: nothing is read from it either way
+        if _holds_landing_files(fd, 0, [_HIDDEN_ENTRIES]):
+            rel = f"{rel_parent}/{name}" if rel_parent else name
+            out.append(_problem(rel, "hidden_directory", _HIDDEN, scope))
+    return out
+
+
+def _holds_landing_files(fd: int, depth: int, budget: list[int]) -> bool:
+    """Whether the directory (an fd, closed here) or one below it holds a regular file with a
+    landing name; symlinks are not followed, the search is bounded (depth, entries)."""
+    try:
+        subdirs = []
+        with os.scandir(fd) as it:
+            for entry in it:
+                budget[0] -= 1
+                if budget[0] < 0:
+                    return False
+                if entry.is_dir(follow_symlinks=False):
+                    subdirs.append(entry.name)
+                elif is_landing_name(entry.name) and entry.is_file(follow_symlinks=False):
+                    return True
+        if depth >= _HIDDEN_DEPTH:
+            return False
+        for name in subdirs:
+            try:
+                sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                continue
+            if _holds_landing_files(sub, depth + 1, budget):
+                return True
+        return False
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

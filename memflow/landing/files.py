@@ -31,20 +31,26 @@ from schemas.scope import Scope, ScopeError
 class _Entry(NamedTuple):
     name: str
     mode: int  # lstat's st_mode
+    size: int
+    mtime_ns: int
 
 
-def _entries(directory: str | int) -> list[_Entry]:
-    """Visible entries of a directory (path or fd), by name, with their lstat modes."""
+def _entries(directory: str | int, hidden: list[str] | None = None) -> list[_Entry]:
+    """Visible entries of a directory (path or fd), by name, with their lstat results (one
+    ``lstat`` each, no file opened). Names starting with ``.`` are skipped; the directories
+    among them are added to `hidden` when it is given."""
     out = []
     with os.scandir(directory) as it:
         for entry in it:
             if entry.name.startswith("."):
+                if hidden is not None and entry.is_dir(follow_symlinks=False):
+                    hidden.append(entry.name)
                 continue
             try:
-                mode = entry.stat(follow_symlinks=False).st_mode
+                st = entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue  # gone since listed
-            out.append(_Entry(entry.name, mode))
+            out.append(_Entry(entry.name, st.st_mode, st.st_size, st.st_mtime_ns))
     return sorted(out)
 
 

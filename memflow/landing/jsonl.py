@@ -1,37 +1,58 @@
-"""JSON Lines: bounded line splitting and parsing into records."""
+"""JSON Lines: lines (bounded: a too-long line is never held whole) and their records.
+
+A line ends at LF, CRLF or a lone CR (JSON never holds a raw CR, so a CR can only end a line;
+old Mac tools write CR alone). A UTF-8 byte-order mark opening any line is dropped (files
+joined with ``cat`` carry one per part). U+2028, U+2029 and U+0085 are valid inside JSON
+strings, so they split a line only when the line as a whole is not JSON and a piece between
+them is: each piece is then a line of its own (and takes a line number). A line longer than
+the limit, not counting its line ending, is one ``line_too_long`` record of which only the head
+is kept. Blank lines take a line number and are no record.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 import orjson
 
-from memflow.landing.files import (
-    _Source,
-)
-from memflow.landing.format import (
-    _BOM,
-    _LONG_LINE_HEAD,
-)
+from memflow.landing.files import _Source
+from memflow.landing.format import _BOM, _LONG_LINE_HEAD
 from memflow.landing.records import _Collector
 
+_ENDING = re.compile(rb"\r\n?|\n")
+_SEPARATOR = re.compile(rb"\xe2\x80[\xa8\xa9]|\xc2\x85")
+_SEPARATORS = (b"\xe2\x80\xa8", b"\xe2\x80\xa9", b"\xc2\x85")
+_NOT_PARSED = object()
 
-def _jsonl_lines(src: _Source, max_line_bytes: int) -> Iterator[tuple[int, bytes, bool]]:
-    """(line number, line without its newline, too long?) for every non-blank line, reading the
-    file to its end. A too-long line is skipped without being held in memory; only its head is
-    returned."""
+
+class Line(NamedTuple):
+    """A non-blank line: its number, its bytes (no ending, no BOM; the head of a too-long
+    line), whether it was too long, and its JSON value when it was parsed already."""
+
+    line_no: int
+    raw: bytes
+    too_long: bool
+    value: Any = _NOT_PARSED
+
+
+def _physical_lines(src: _Source, max_line_bytes: int) -> Iterator[tuple[bytes, bool]]:
+    """(line, too long?) for every line, blank ones included, reading the file to its end."""
     buf = b""
     pos = 0
-    line_no = 0
     eof = False
-    long_head: bytes | None = None  # head of a too-long line whose end is not read yet
+    head: bytes | None = None  # head of a too-long line whose end is not read yet
     while True:
-        nl = buf.find(b"\n", pos)
-        if nl < 0 and not eof:
-            if long_head is None and len(buf) - pos > max_line_bytes:
-                long_head = buf[pos : pos + _LONG_LINE_HEAD]
-            if long_head is not None:
-                buf, pos = b"", 0
+        end = _ENDING.search(buf, pos)
+        if end is not None and not eof and end.end() == len(buf) and end.group() == b"\r":
+            end = None  # a CR last in the buffer may be the first half of a CRLF
+        if end is None and not eof:
+            cr = 1 if buf.endswith(b"\r") else 0
+            if head is None and len(buf) - pos - cr > max_line_bytes:
+                head = buf[pos : pos + _LONG_LINE_HEAD]
+            if head is not None:  # skip the body; keep a CR that may end it
+                buf, pos = buf[len(buf) - cr :], 0
             chunk = src.read()
             if chunk:
                 buf = buf[pos:] + chunk
@@ -39,46 +60,86 @@ def _jsonl_lines(src: _Source, max_line_bytes: int) -> Iterator[tuple[int, bytes
             else:
                 eof = True
             continue
-        if nl < 0:  # end of file: the last line has no newline
-            if pos >= len(buf) and long_head is None:
+        if end is None:  # end of file: the last line has no ending
+            if pos >= len(buf) and head is None:
                 return
             raw, pos = buf[pos:], len(buf)
         else:
-            raw, pos = buf[pos:nl], nl + 1
-        line_no += 1
-        if long_head is not None or len(raw) > max_line_bytes:
-            yield line_no, long_head if long_head is not None else raw[:_LONG_LINE_HEAD], True
-            long_head = None
-            if nl < 0:
-                return
-            continue
-        if line_no == 1 and raw.startswith(_BOM):
-            raw = raw[len(_BOM) :]
-        line = raw[:-1] if raw.endswith(b"\r") else raw
-        if line.strip():
-            yield line_no, line, False
-        if nl < 0:
+            raw, pos = buf[pos : end.start()], end.end()
+        if head is not None or len(raw) > max_line_bytes:
+            yield (head if head is not None else raw[:_LONG_LINE_HEAD]), True
+            head = None
+        else:
+            yield raw, False
+        if end is None:
             return
 
 
-def _scan_jsonl(src: _Source, out: _Collector, max_line_bytes: int) -> None:
-    for line_no, line, too_long in _jsonl_lines(src, max_line_bytes):
+def _lines(src: _Source, max_line_bytes: int) -> Iterator[Line]:
+    """Every non-blank line of a JSONL file, as the format defines lines (module doc)."""
+    line_no = 0
+    for raw, too_long in _physical_lines(src, max_line_bytes):
+        line_no += 1
         if too_long:
-            out.records += 1
-            out.reject(
-                line_no, "line_too_long", f"the line is longer than {max_line_bytes} bytes", line
-            )
+            yield Line(line_no, raw, True)
             continue
+        if raw.startswith(_BOM):
+            raw = raw[len(_BOM) :]
+        if not raw.strip():
+            continue
+        if not any(sep in raw for sep in _SEPARATORS):
+            yield Line(line_no, raw, False)
+            continue
+        pieces = _pieces(raw)
+        for i, (piece, value) in enumerate(pieces):
+            if piece.strip():
+                yield Line(line_no + i, piece, False, value)
+        line_no += len(pieces) - 1
+
+
+def _pieces(raw: bytes) -> list[tuple[bytes, Any]]:
+    """A line holding U+2028/U+2029/U+0085: itself if it is JSON (or if no piece is), else
+    its pieces between them, each with its value if it parses."""
+    try:
+        return [(raw, orjson.loads(raw))]
+    except orjson.JSONDecodeError:
+        pass
+    pieces: list[tuple[bytes, Any]] = []
+    for piece in _SEPARATOR.split(raw):
         try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
+            pieces.append((piece, orjson.loads(piece)))
+        except orjson.JSONDecodeError:
+            pieces.append((piece, _NOT_PARSED))
+    if all(value is _NOT_PARSED for _, value in pieces):
+        return [(raw, _NOT_PARSED)]
+    return pieces
+
+
+def count_lines(src: _Source, max_line_bytes: int) -> int:
+    """The records of a JSONL file: its non-blank lines."""
+    return sum(1 for _ in _lines(src, max_line_bytes))
+
+
+def _scan_jsonl(src: _Source, out: _Collector, max_line_bytes: int) -> None:
+    for line in _lines(src, max_line_bytes):
+        if line.too_long:
             out.records += 1
-            try:
-                line.decode("utf-8")
-            except UnicodeDecodeError as bad:
-                detail = f"the line is not valid UTF-8 (byte {bad.start})"
-                out.reject(line_no, "bad_encoding", detail, line)
-                continue
-            out.reject(line_no, "invalid_json", f"the line is not valid JSON: {exc}", line)
+            detail = f"the line is longer than {max_line_bytes} bytes (not counting its ending)"
+            out.reject(line.line_no, "line_too_long", detail, line.raw)
             continue
-        out.record(line_no, obj, line)
+        value = line.value
+        if value is _NOT_PARSED:
+            try:
+                value = orjson.loads(line.raw)
+            except orjson.JSONDecodeError as exc:
+                out.records += 1
+                try:
+                    line.raw.decode("utf-8")
+                except UnicodeDecodeError as bad:
+                    detail = f"the line is not valid UTF-8 (byte {bad.start})"
+                    out.reject(line.line_no, "bad_encoding", detail, line.raw)
+                    continue
+                detail = f"the line is not valid JSON: {exc}"
+                out.reject(line.line_no, "invalid_json", detail, line.raw)
+                continue
+        out.record(line.line_no, value, line.raw)

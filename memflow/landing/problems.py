@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import errno
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +14,7 @@ import polars as pl
 from memflow.landing.format import (
     _id,
     _text,
+    printable,
 )
 from schemas.scope import Scope, ScopeError
 from schemas.tables import LANDING_PROBLEMS
@@ -74,6 +75,10 @@ def _problem(
 _SYMLINK = "symlinks are not followed; it was not read"
 _NESTED = "landing files belong directly in <org>/<repo>/; this directory was not read"
 _MISPLACED = "landing files belong in <org>/<repo>/; this file was not read"
+_HIDDEN = (
+    "names starting with '.' are skipped (writers' temporary names), and this directory holds "
+    "landing files: they were not read"
+)
 
 
 def _special(mode: int) -> str:
@@ -97,3 +102,11 @@ def problems_frame(problems: Iterable[LandingProblem]) -> pl.DataFrame:
     if not rows:
         return pl.DataFrame(schema=LANDING_PROBLEMS)
     return pl.DataFrame(rows, schema=LANDING_PROBLEMS)
+
+
+def problem_line(row: Mapping[str, Any]) -> str:
+    """One `LANDING_PROBLEMS` row as one line of text to print: the path and detail escaped
+    (`printable`), so no name in the landing zone can forge another output line."""
+    held = "" if row.get("lines") is None else f", {row['lines']} lines not read"
+    path, detail = printable(str(row["path"])), printable(str(row["detail"]))
+    return f"{path}: {printable(str(row['reason']))}{held} ({detail})"

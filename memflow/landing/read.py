@@ -37,7 +37,6 @@ from memflow.landing.format import (
     TURN_COLUMNS,
 )
 from memflow.landing.jsonl import _scan_jsonl
-from memflow.landing.parquet import _scan_parquet
 from memflow.landing.problems import (
     _SYMLINK,
     LandingProblem,
@@ -107,7 +106,9 @@ def _read_file(
             src = _Source(fd)
             try:
                 if lower.endswith(PARQUET_SUFFIX):
-                    _scan_parquet(src, out)
+                    from memflow.landing import parquet  # pyarrow only where Parquet is read
+
+                    parquet._scan_parquet(src, out, before.st_size)
                 else:
                     _scan_jsonl(src, out, max_line_bytes)
             except OSError as exc:
@@ -320,55 +321,11 @@ def read_tenant_files(
     not read is a problem with a reason, and with the lines it holds where they can be counted
     without following a link or blocking (`count_problem_lines`)."""
     root = Path(landing_root)
-    rel_repo = f"{scope.tenant_id}/{scope.ns}"
-    problems: list[LandingProblem] = []
-    names: list[str] = []
-    if files is None:
-        try:
-            dir_fd = _open_dir(root, (scope.tenant_id, scope.ns))
-        except OSError as exc:
-            reason = "symlink" if exc.errno in (errno.ELOOP, errno.ENOTDIR) else "vanished"
-            if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
-                reason = "unreadable_directory"
-            detail = _SYMLINK if reason == "symlink" else _os_detail(exc)
-            problems.append(_problem(rel_repo, reason, detail, scope))
-        else:
-            try:
-                names, problems = _tenant_entries(dir_fd, rel_repo, scope)
-            except OSError as exc:
-                problems.append(_problem(rel_repo, "unreadable_directory", _os_detail(exc), scope))
-            finally:
-                os.close(dir_fd)
-    else:
-        for given in files:
-            try:
-                given_scope, name = _layout(given, root)
-            except (ScopeError, ValueError):
-                given_scope, name = None, ""
-            if given_scope != scope or not is_landing_name(name):
-                try:
-                    shown = relative_name(given, root)
-                except ValueError:
-                    shown = os.path.basename(given)
-                problems.append(
-                    _problem(
-                        shown,
-                        "not_in_tenant",
-                        f"not a landing file of {scope.key}; it was not read",
-                        scope,
-                    )
-                )
-                continue
-            if name not in names:
-                names.append(name)
+    names, problems = _listed(root, scope) if files is None else _given(root, scope, files)
     now_us = _now_us(now)
     use = window or DEFAULT_TIME_WINDOW
-    reads: list[LandingRead] = []
-    paths: list[Path] = []
-    for name in sorted(names):
-        path = root / scope.tenant_id / scope.ns / name
-        reads.append(_read_file(path, root, max_line_bytes, use, now_us))
-        paths.append(path)
+    paths = [root / scope.tenant_id / scope.ns / name for name in sorted(names)]
+    reads = [_read_file(path, root, max_line_bytes, use, now_us) for path in paths]
     read_ok = [r for r in reads if r.problem is None]
     turns = (
         pl.concat([r.turns for r in read_ok], how="vertical")
@@ -402,4 +359,46 @@ def read_tenant_files(
     return TenantRead(scope, kept, rejects, outcomes, problems)
 
 
-# ---------------------------------------------------------------------------- problem lines
+def _listed(root: Path, scope: Scope) -> tuple[list[str], list[LandingProblem]]:
+    """(landing file names, problems) of the tenant's directory, listed through its fd."""
+    rel_repo = f"{scope.tenant_id}/{scope.ns}"
+    try:
+        dir_fd = _open_dir(root, (scope.tenant_id, scope.ns))
+    except OSError as exc:
+        reason = "symlink" if exc.errno in (errno.ELOOP, errno.ENOTDIR) else "vanished"
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
+            reason = "unreadable_directory"
+        detail = _SYMLINK if reason == "symlink" else _os_detail(exc)
+        return [], [_problem(rel_repo, reason, detail, scope)]
+    try:
+        entries, problems = _tenant_entries(dir_fd, rel_repo, scope)
+    except OSError as exc:
+        return [], [_problem(rel_repo, "unreadable_directory", _os_detail(exc), scope)]
+    finally:
+        os.close(dir_fd)
+    return [e.name for e in entries], problems
+
+
+def _given(
+    root: Path, scope: Scope, files: Iterable[str | os.PathLike[str]]
+) -> tuple[list[str], list[LandingProblem]]:
+    """(names, problems) of the `files` asked for: each must be a landing file directly in the
+    tenant's directory; any other is a ``not_in_tenant`` problem and is not opened."""
+    names: list[str] = []
+    problems: list[LandingProblem] = []
+    for given in files:
+        try:
+            given_scope, name = _layout(given, root)
+        except (ScopeError, ValueError):
+            given_scope, name = None, ""
+        if given_scope == scope and is_landing_name(name):
+            if name not in names:
+                names.append(name)
+            continue
+        try:
+            shown = relative_name(given, root)
+        except ValueError:
+            shown = os.path.basename(given)
+        detail = f"not a landing file of {scope.key}; it was not read"
+        problems.append(_problem(shown, "not_in_tenant", detail, scope))
+    return names, problems

@@ -13,6 +13,7 @@ from memflow.landing.format import (
     _ID_FIELDS,
     _MICROSECOND,
     REJECT_COLUMNS,
+    RETRACT_TOOL,
     STAGE,
     TURN_COLUMNS,
     UPSERT_TOOL,
@@ -20,6 +21,7 @@ from memflow.landing.format import (
     _id,
     _record,
     _redacted_clip,
+    canonical_tool,
 )
 from schemas import ids
 from schemas.rules import (
@@ -70,6 +72,13 @@ class _Collector:
         self.records = 0
         self.rows: list[tuple[Any, ...]] = []  # _ROW_FIELDS
         self.rejects: dict[str, list[Any]] = {c: [] for c in REJECT_COLUMNS if c not in _CONSTANT}
+
+    def clear(self) -> None:
+        """Forget every row and reject (a file that turns out to be one reject as a whole)."""
+        self.records = 0
+        self.rows.clear()
+        for values in self.rejects.values():
+            values.clear()
 
     def record(
         self, line_no: int, obj: Any, raw: str | bytes | None, *, from_struct: bool = False
@@ -155,8 +164,12 @@ def _row_json(obj: Any) -> str:
         obj = {**obj, "ts": obj["ts"].text()}
     try:
         return orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except (TypeError, orjson.JSONEncodeError):
+    except TypeError:  # orjson.JSONEncodeError: nested past orjson's limit, a bad key
+        pass
+    try:
         return repr(obj)
+    except RecursionError:
+        return "<a row nested too deeply to show>"
 
 
 def _check(
@@ -251,6 +264,7 @@ def _epoch_us(value: str | datetime | _Instant) -> int:
             )
         return value.us
     if isinstance(value, str):
+        value = value.strip()  # as writers' own parsers read it
         try:  # RFC 3339 allows a lower-case t and z; Python's parser only the upper case
             value = datetime.fromisoformat(value if value.isupper() else value.upper())
         except ValueError as exc:
@@ -264,22 +278,75 @@ def _epoch_us(value: str | datetime | _Instant) -> int:
 
 
 def _tool(tool_name: Any, tool_input: Any, from_struct: bool) -> tuple[str | None, str | None]:
+    """(tool name, tool_input as JSON) of a turn: a memflow tool under any spelling is named
+    canonically and its input checked and kept (only what the facts stage reads); any other
+    tool's input is neither checked nor kept (memflow never stores it)."""
     if tool_name is not None and not isinstance(tool_name, str):
         raise _Reject(
             "bad_type:tool_name", f"'tool_name' must be a string, not {_kind_of(tool_name)}"
         )
-    tool_input = _tool_input(tool_input, from_struct)
-    if tool_name == UPSERT_TOOL and not (
-        isinstance(tool_input, dict) and isinstance(tool_input.get("triples"), list)
-    ):
-        raise _Reject("bad_tool_input", f"{UPSERT_TOOL} needs tool_input.triples as a list")
-    if tool_input is None:
+    tool = canonical_tool(tool_name) if tool_name else None
+    if tool is None:
         return tool_name or None, None
     try:
-        tool_json = orjson.dumps(tool_input, default=str, option=orjson.OPT_NON_STR_KEYS)
-    except TypeError as exc:
-        raise _Reject("bad_tool_input", "tool_input cannot be written as JSON") from exc
-    return tool_name or None, tool_json.decode()
+        value = _tool_input(tool_input, from_struct)
+    except RecursionError as exc:
+        raise _Reject("bad_tool_input", "tool_input is nested too deeply") from exc
+    kept = _upsert_input(value) if tool == UPSERT_TOOL else _retract_input(value)
+    try:
+        tool_json = orjson.dumps(kept, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError as exc:  # orjson.JSONEncodeError: nested past its limit, or a bad key
+        raise _Reject("bad_tool_input", f"tool_input cannot be written as JSON ({exc})") from exc
+    return tool, tool_json.decode()
+
+
+def _upsert_input(value: Any) -> dict[str, Any]:
+    if not (isinstance(value, dict) and isinstance(value.get("triples"), list)):
+        raise _Reject("bad_tool_input", f"{UPSERT_TOOL} needs tool_input.triples as a list")
+    return {"triples": value["triples"]}  # each triple is validated downstream
+
+
+_RETRACT_FORMS = (("fact_id",), ("subject", "predicate", "object"), ("entity",))
+_RETRACT_NAMES = "fact_id, subject/predicate/object or entity"
+
+
+def _retract_input(value: Any) -> dict[str, Any]:
+    """The retraction a `RETRACT_TOOL` turn asks for, checked: ``retract`` a non-empty list
+    of items, each exactly one of ``{fact_id}``, ``{subject, predicate, object}`` or
+    ``{entity}`` (non-empty strings; other keys are dropped), ``reason`` and ``by`` strings
+    when given."""
+    items = value.get("retract") if isinstance(value, dict) else None
+    if not isinstance(items, list):
+        raise _Reject("bad_tool_input", f"{RETRACT_TOOL} needs tool_input.retract as a list")
+    if not items:
+        raise _Reject("bad_tool_input", f"tool_input.retract is empty: name a {_RETRACT_NAMES}")
+    kept: dict[str, Any] = {"retract": [_retract_item(item, n) for n, item in enumerate(items)]}
+    for key in ("reason", "by"):
+        given = value.get(key)
+        if given is None:
+            continue
+        if not isinstance(given, str):
+            raise _Reject(
+                "bad_tool_input", f"tool_input.{key} must be a string, not {_kind_of(given)}"
+            )
+        kept[key] = given
+    return kept
+
+
+def _retract_item(item: Any, n: int) -> dict[str, str]:
+    where = f"tool_input.retract[{n}]"
+    if not isinstance(item, dict):
+        raise _Reject("bad_tool_input", f"{where} must be an object, not {_kind_of(item)}")
+    forms = [form for form in _RETRACT_FORMS if any(key in item for key in form)]
+    if len(forms) != 1:
+        raise _Reject("bad_tool_input", f"{where} must name exactly one {_RETRACT_NAMES}")
+    kept = {}
+    for key in forms[0]:
+        given = item.get(key)
+        if not isinstance(given, str) or not given.strip():
+            raise _Reject("bad_tool_input", f"{where}.{key} must be a non-empty string")
+        kept[key] = given
+    return kept
 
 
 def _tool_input(value: Any, from_struct: bool) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import stat
 from dataclasses import replace
@@ -27,7 +26,7 @@ from memflow.landing.format import (
     MAX_LINE_BYTES,
     PARQUET_SUFFIX,
 )
-from memflow.landing.jsonl import _jsonl_lines
+from memflow.landing.jsonl import count_lines
 from memflow.landing.problems import (
     LandingProblem,
     problems_frame,
@@ -35,7 +34,13 @@ from memflow.landing.problems import (
 
 # Problems whose lines can be counted: what they hold is regular files and directories.
 _COUNTABLE = frozenset(
-    {"invalid_scope", "nested_directory", "misplaced_file", "changed_during_read"}
+    {
+        "invalid_scope",
+        "nested_directory",
+        "misplaced_file",
+        "changed_during_read",
+        "hidden_directory",
+    }
 )
 _MAX_DEPTH = 16
 
@@ -50,7 +55,7 @@ def count_records(landing_root: str | os.PathLike[str], rel_path: str) -> int | 
     """How many records (non-blank JSONL lines, Parquet rows; 1 for an unreadable Parquet
     file) the landing files at `rel_path` hold: a file, or every landing file below a
     directory. Symlinks are not followed (at any level), special files never opened, hidden
-    names skipped. None when the path itself cannot be counted (a symlink, a special file,
+    files skipped (temporary names), hidden directories counted. None when the path itself cannot be counted (a symlink, a special file,
     gone)."""
     root = Path(landing_root)
     parts = [p for p in Path(rel_path).parts if p not in ("", ".")]
@@ -79,19 +84,23 @@ def count_records(landing_root: str | os.PathLike[str], rel_path: str) -> int | 
 
 
 def _count_dir(fd: int, depth: int) -> int:
-    """Records of the landing files below an open directory (the fd is closed)."""
+    """Records of the landing files below an open directory (the fd is closed), hidden
+    directories included (nothing in them is read either); hidden files are temporary."""
     total = 0
     try:
         if depth > _MAX_DEPTH:
             return 0
-        for name, mode in _entries(fd):
-            if stat.S_ISDIR(mode):
-                try:
-                    sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                except OSError:
-                    continue
-                total += _count_dir(sub, depth + 1)
-            elif stat.S_ISREG(mode) and is_landing_name(name):
+        hidden: list[str] = []
+        entries = _entries(fd, hidden)
+        subdirs = [e.name for e in entries if stat.S_ISDIR(e.mode)] + hidden
+        for name in subdirs:
+            try:
+                sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                continue
+            total += _count_dir(sub, depth + 1)
+        for name, mode, *_ in entries:
+            if stat.S_ISREG(mode) and is_landing_name(name):
                 total += _count_file(fd, name) or 0
     finally:
         os.close(fd)
@@ -106,17 +115,15 @@ def _count_file(dir_fd: int, name: str) -> int | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
+        size = os.fstat(fd).st_size
         src = _Source(fd)
         if name.lower().endswith(PARQUET_SUFFIX):
-            import pyarrow.parquet as pq
+            from memflow.landing import parquet  # pyarrow only where Parquet is read
 
-            try:
-                return int(pq.ParquetFile(io.BytesIO(src.read_all())).metadata.num_rows)
-            except Exception:
-                return 1  # the reader quarantines it as one unreadable_file record
+            return parquet.count_rows(src, size)
         if not name.lower().endswith(JSONL_SUFFIX):
             return None
-        return sum(1 for _ in _jsonl_lines(src, MAX_LINE_BYTES))
+        return count_lines(src, MAX_LINE_BYTES)
     except OSError:
         return None
     finally:

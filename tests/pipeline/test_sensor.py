@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -29,21 +28,27 @@ from pipelines.batches import (
     range_keys,
     split_range,
 )
-from pipelines.sensors import PROBLEMS_KEY, landing_sensor, scan_landing, split_failed_batches
+from pipelines.sensors import (
+    ZoneCursor,
+    landing_sensor,
+    scan_landing,
+    split_failed_batches,
+)
 from resources.configurable import Storage
 from tests.pipeline.landing_fixtures import save, write_jsonl
 
 
 def test_scan_finds_new_tenants_then_nothing(landing: Path) -> None:
-    tenants, changed, cursor = scan_landing(landing, {}, set())
-    assert sorted(tenants) == ["acme/api", "globex/ml"]
-    assert sorted(changed) == ["acme/api", "globex/ml"]
-    again = scan_landing(landing, cursor, set(tenants))
-    assert again[0] == [] and again[1] == {}
+    first = scan_landing(landing, None, set())
+    assert sorted(first.new_tenants) == ["acme/api", "globex/ml"]
+    assert sorted(first.changed) == ["acme/api", "globex/ml"]
+    again = scan_landing(landing, first.cursor, set(first.new_tenants))
+    assert again.new_tenants == [] and again.changed == {}
+    assert again.cursor == first.cursor
 
 
 def test_a_changed_file_marks_only_its_tenant_with_a_new_digest(landing: Path) -> None:
-    tenants, changed, cursor = scan_landing(landing, {}, set())
+    first = scan_landing(landing, None, set())
     path = write_jsonl(
         landing,
         "globex",
@@ -61,9 +66,9 @@ def test_a_changed_file_marks_only_its_tenant_with_a_new_digest(landing: Path) -
         ],
     )
     os.utime(path, ns=(1, 1))
-    _, changed2, _ = scan_landing(landing, cursor, set(tenants))
-    assert list(changed2) == ["globex/ml"]
-    assert changed2["globex/ml"] != changed["globex/ml"]
+    second = scan_landing(landing, first.cursor, set(first.new_tenants))
+    assert list(second.changed) == ["globex/ml"]
+    assert second.changed["globex/ml"] != first.changed["globex/ml"]
 
 
 def test_sensor_adds_partitions_and_requests_one_run_for_both_tenants(
@@ -86,11 +91,8 @@ def test_sensor_adds_partitions_and_requests_one_run_for_both_tenants(
         instance=instance, resources={"storage": storage}, cursor=result.cursor
     )
     assert isinstance(landing_sensor(ctx2), SkipReason)
-    assert set(json.loads(result.cursor)) == {
-        PROBLEMS_KEY,
-        "acme/api/session-1.jsonl",
-        "globex/ml/session-9.jsonl",
-    }
+    cursor = ZoneCursor.parse(result.cursor)
+    assert cursor is not None and set(cursor.tenants) == {"acme/api", "globex/ml"}
 
 
 def test_a_new_problem_in_the_landing_zone_requests_a_survey_only(
