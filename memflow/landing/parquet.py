@@ -53,11 +53,16 @@ _US_SCALE = {"s": (1_000_000, 1), "ms": (1000, 1), "us": (1, 1), "ns": (1, 1000)
 
 @dataclass(frozen=True)
 class Limits:
-    """The bounds one read applies (defaults: the landing format's)."""
+    """The bounds one read applies."""
 
-    file_bytes: int = MAX_PARQUET_FILE_BYTES
-    decoded_bytes: int = MAX_PARQUET_DECODED_BYTES
-    row_bytes: int = MAX_LINE_BYTES
+    file_bytes: int
+    decoded_bytes: int
+    row_bytes: int
+
+    @classmethod
+    def of_format(cls) -> Limits:
+        """The landing format's bounds (read when a file is read)."""
+        return cls(MAX_PARQUET_FILE_BYTES, MAX_PARQUET_DECODED_BYTES, MAX_LINE_BYTES)
 
 
 class _TooLarge(Exception):
@@ -232,9 +237,10 @@ def _conversion_error(exc: BaseException) -> bool:
     return isinstance(exc, Exception)
 
 
-def _scan_parquet(src: _Source, out: _Collector, size: int, limits: Limits = Limits()) -> None:
+def _scan_parquet(src: _Source, out: _Collector, size: int, limits: Limits | None = None) -> None:
     """The rows of a Parquet file of `size` bytes (by fstat) as records; a file past a bound
     or unreadable is one record."""
+    limits = limits or Limits.of_format()
     if size > limits.file_bytes:
         while src.read():  # hashed, so the landing index knows this version was seen
             pass
@@ -252,8 +258,9 @@ def _scan_parquet(src: _Source, out: _Collector, size: int, limits: Limits = Lim
         _whole_file(out, "unreadable_file", f"the Parquet file cannot be read: {exc}")
 
 
-def count_rows(src: _Source, size: int, limits: Limits = Limits()) -> int:
+def count_rows(src: _Source, size: int, limits: Limits | None = None) -> int:
     """The records `_scan_parquet` would find: the rows, or 1 for a file it reads as one."""
+    limits = limits or Limits.of_format()
     if size > limits.file_bytes:
         return 1
     try:
