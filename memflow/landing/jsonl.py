@@ -3,8 +3,9 @@
 A line ends at LF, CRLF or a lone CR (JSON never holds a raw CR, so a CR can only end a line;
 old Mac tools write CR alone). A UTF-8 byte-order mark opening any line is dropped (files
 joined with ``cat`` carry one per part). U+2028, U+2029 and U+0085 are valid inside JSON
-strings, so they split a line only when the line as a whole is not JSON and a piece between
-them is: each piece is then a line of its own (and takes a line number). A line longer than
+strings, so they split a line only when the line as a whole is not JSON, only where they stand
+outside a string, and only if a piece between them is JSON: each piece is then a line of its
+own (and takes a line number). A line longer than
 the limit, not counting its line ending, is one ``line_too_long`` record of which only the head
 is kept. Blank lines take a line number and are no record.
 """
@@ -22,7 +23,8 @@ from memflow.landing.format import _BOM, _LONG_LINE_HEAD
 from memflow.landing.records import _Collector
 
 _ENDING = re.compile(rb"\r\n?|\n")
-_SEPARATOR = re.compile(rb"\xe2\x80[\xa8\xa9]|\xc2\x85")
+# What changes the state of a scan for separators outside strings (linear in the line).
+_SPECIAL = re.compile(rb'["\\]|\xe2\x80[\xa8\xa9]|\xc2\x85')
 _SEPARATORS = (b"\xe2\x80\xa8", b"\xe2\x80\xa9", b"\xc2\x85")
 _NOT_PARSED = object()
 
@@ -105,7 +107,7 @@ def _pieces(raw: bytes) -> list[tuple[bytes, Any]]:
     except orjson.JSONDecodeError:
         pass
     pieces: list[tuple[bytes, Any]] = []
-    for piece in _SEPARATOR.split(raw):
+    for piece in _outside_strings(raw):
         try:
             pieces.append((piece, orjson.loads(piece)))
         except orjson.JSONDecodeError:
@@ -113,6 +115,25 @@ def _pieces(raw: bytes) -> list[tuple[bytes, Any]]:
     if all(value is _NOT_PARSED for _, value in pieces):
         return [(raw, _NOT_PARSED)]
     return pieces
+
+
+def _outside_strings(raw: bytes) -> list[bytes]:
+    """`raw` cut at the separators that stand outside JSON strings."""
+    out, start = [], 0
+    in_string, escaped_at = False, -1
+    for match in _SPECIAL.finditer(raw):
+        at, token = match.start(), match.group()
+        if at == escaped_at:
+            continue  # the character after a backslash in a string
+        if token == b"\\":
+            if in_string:
+                escaped_at = at + 1
+        elif token == b'"':
+            in_string = not in_string
+        elif not in_string:
+            out.append(raw[start:at])
+            start = match.end()
+    return [*out, raw[start:]]
 
 
 def count_lines(src: _Source, max_line_bytes: int) -> int:

@@ -236,7 +236,8 @@ def expected_records(name: str, data: bytes) -> int | None:
     """Records the landing format says a file holds. JSONL: its non-blank lines, where a line
     ends at LF, CRLF or CR, a UTF-8 BOM may open any line, a line longer than MAX_LINE_BYTES
     (its ending not counted) is one record, and a line that is not JSON but holds U+2028,
-    U+2029 or U+0085 between pieces that are is one record per non-blank piece. Parquet: its
+    U+2029 or U+0085 outside its strings, between pieces that are, is one record per non-blank
+    piece. Parquet: its
     rows (1 when the file cannot be read, or a landing column appears twice). None: not a
     landing file."""
     lower = name.lower()
@@ -267,26 +268,44 @@ def expected_records(name: str, data: bytes) -> int | None:
 
 
 def _in_line_records(raw: bytes) -> int:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return 1
+    text = raw.decode("utf-8", errors="surrogateescape")  # bytes that are not UTF-8 kept
     if not _IN_LINE_SEPARATOR.search(text) or _is_json(text):
         return 1
-    parts = _IN_LINE_SEPARATOR.split(text)
+    parts = _split_outside_strings(text)
     if not any(_is_json(p) for p in parts):
         return 1
-    return sum(1 for p in parts if p.encode().strip())
+    return sum(1 for p in parts if p.encode("utf-8", errors="surrogateescape").strip())
+
+
+def _split_outside_strings(text: str) -> list[str]:
+    parts, current = [], []
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif _IN_LINE_SEPARATOR.fullmatch(ch):
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    return [*parts, "".join(current)]
 
 
 def _is_json(text: str) -> bool:
-    """RFC 8259 JSON (no NaN or Infinity)."""
+    """RFC 8259 JSON in UTF-8 (no NaN or Infinity)."""
 
     def refuse(name: str) -> None:
         raise ValueError(name)
 
     try:
-        json.loads(text, parse_constant=refuse)
+        json.loads(text.encode("utf-8", errors="surrogateescape"), parse_constant=refuse)
     except (ValueError, RecursionError):
         return False
     return True
