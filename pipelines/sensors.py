@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,7 +53,7 @@ WILL_RETRY_TAG = "dagster/will_retry"
 CURSOR_VERSION = 2
 # Tenants missing from the cursor (its first tick, a cursor of an older version) are checked
 # against the landing index the runs stored, at most this many a tick; the rest on the next.
-SEED_PER_TICK = 2_000
+SEED_PER_TICK = 500
 
 
 @dataclass(frozen=True)
@@ -95,10 +94,9 @@ class ZoneScan:
 def listing_digest(listed: Iterable[landing.Listed]) -> str:
     """12 characters that change when a landing file of the directory is added, removed,
     renamed, resized or touched (what makes the turns stage read it)."""
-    h = hashlib.blake2b(digest_size=9)
-    for name, size, mtime_ns in listed:
-        h.update(os.fsencode(name) + b"\0" + f"{size}:{mtime_ns}\n".encode())
-    return base64.urlsafe_b64encode(h.digest()).decode()
+    text = "\n".join(f"{name}\0{size}:{mtime_ns}" for name, size, mtime_ns in listed)
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=9).digest()
+    return base64.urlsafe_b64encode(digest).decode()
 
 
 def scan_landing(
@@ -113,16 +111,16 @@ def scan_landing(
     is compared with `stored_index` (its `landing_files` as the runs stored it, when given):
     one whose every file is in the index at the same size and mtime was ingested already (by
     `memflow run`, say) and is not asked for again. Pure, so tests call it without Dagster."""
-    found = landing.discover(root)
+    listings, found_problems = landing.zone_listing(root)
     problems = hashlib.sha256(
-        "\n".join(sorted(f"{p.path}|{p.reason}" for p in found.problems)).encode()
+        "\n".join(sorted(f"{p.path}|{p.reason}" for p in found_problems)).encode()
     ).hexdigest()[:16]
     before = cursor.tenants if cursor is not None else {}
     tenants: dict[str, str] = {}
     new_tenants: list[str] = []
     changed: dict[str, str] = {}
     seeded = 0
-    for scope, listed in found.listings.items():
+    for scope, listed in listings.items():
         key, digest = scope.key, listing_digest(listed)
         previous = before.get(key)
         if previous is None and stored_index is not None:

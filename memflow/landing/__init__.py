@@ -77,6 +77,7 @@ from memflow.landing.discover import (
     is_landing_file,
     is_landing_name,
     tenant_files,
+    zone_listing,
 )
 from memflow.landing.files import (
     FileFingerprint,
@@ -157,4 +158,5 @@ __all__ = [
     "source_name",
     "split_duplicates",
     "tenant_files",
+    "zone_listing",
 ]

@@ -8,9 +8,10 @@ lists one tenant's directory, for a run that reads only its own tenants.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -121,45 +122,80 @@ def discover(landing_root: str | os.PathLike[str]) -> Discovery:
     everything else that looks like landing data is a problem with a reason. Never raises for
     what the landing zone holds."""
     root = Path(landing_root)
-    if not root.is_dir():
-        return Discovery(problems=[_problem(".", "missing_root", f"{root} is not a directory")])
+    problems: list[LandingProblem] = []
     found: list[tuple[Scope, list[Path]]] = []
     listings: dict[Scope, tuple[Listed, ...]] = {}
-    problems: list[LandingProblem] = []
+    for scope, files in _walk(root, problems):
+        folder = root / scope.tenant_id / scope.ns
+        found.append((scope, [folder / f.name for f in files]))
+        listings[scope] = tuple(Listed(f.name, f.size, f.mtime_ns) for f in files)
+    return Discovery(found, problems, listings)
 
-    def listing(directory: Path, rel: str) -> list[_Entry]:
+
+def zone_listing(
+    landing_root: str | os.PathLike[str],
+) -> tuple[dict[Scope, tuple[Listed, ...]], list[LandingProblem]]:
+    """What `discover` finds, as listings only (no paths built): what the sensor digests on
+    every tick."""
+    problems: list[LandingProblem] = []
+    listings = {
+        scope: tuple(Listed(f.name, f.size, f.mtime_ns) for f in files)
+        for scope, files in _walk(Path(landing_root), problems)
+    }
+    return listings, problems
+
+
+def _walk(root: Path, problems: list[LandingProblem]) -> Iterator[tuple[Scope, list[_Entry]]]:
+    """Each tenant holding landing files, with its files (lstat'ed), in scope order; what is
+    met on the way goes to `problems`."""
+    if not root.is_dir():
+        problems.append(_problem(".", "missing_root", f"{root} is not a directory"))
+        return
+
+    def listing(directory: str, rel: str) -> list[_Entry]:
         hidden: list[str] = []
         try:
-            entries = _entries(directory, hidden)
+            entries = _entries(directory, hidden, sizes=False)
         except OSError as exc:
             problems.append(_problem(rel, "unreadable_directory", _os_detail(exc)))
             return []
-        problems.extend(_hidden_problems(directory, "" if rel == "." else rel, hidden))
+        if hidden:
+            problems.extend(_hidden_problems(directory, "" if rel == "." else rel, hidden))
         return entries
 
-    for org in listing(root, "."):
+    base = os.fspath(root)
+    for org in listing(base, "."):
         if not _is_directory(org, org.name, problems):
             continue
-        for repo in listing(root / org.name, org.name):
+        org_dir = os.path.join(base, org.name)
+        for repo in listing(org_dir, org.name):
             rel_repo = f"{org.name}/{repo.name}"
             if not _is_directory(repo, rel_repo, problems):
                 continue
-            try:
-                scope = Scope(org.name, repo.name)
-            except ScopeError as exc:
-                problems.append(_problem(rel_repo, "invalid_scope", _scope_detail(exc)))
+            scope = _scope(org.name, repo.name)
+            if isinstance(scope, str):
+                problems.append(_problem(rel_repo, "invalid_scope", scope))
                 continue
-            folder = root / org.name / repo.name
             try:
-                files, found_problems = _tenant_entries(folder, rel_repo, scope)
+                files, found_problems = _tenant_entries(
+                    os.path.join(org_dir, repo.name), rel_repo, scope
+                )
             except OSError as exc:
                 problems.append(_problem(rel_repo, "unreadable_directory", _os_detail(exc), scope))
                 continue
             problems += found_problems
             if files:
-                found.append((scope, [folder / f.name for f in files]))
-                listings[scope] = tuple(Listed(f.name, f.size, f.mtime_ns) for f in files)
-    return Discovery(found, problems, listings)
+                yield scope, files
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _scope(org: str, repo: str) -> Scope | str:
+    """The scope of a tenant directory, or why its names are not one (kept: the sensor lists
+    every directory on every tick)."""
+    try:
+        return Scope(org, repo)
+    except ScopeError as exc:
+        return _scope_detail(exc)
 
 
 def _is_directory(entry: _Entry, rel: str, problems: list[LandingProblem]) -> bool:

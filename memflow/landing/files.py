@@ -35,23 +35,45 @@ class _Entry(NamedTuple):
     mtime_ns: int
 
 
-def _entries(directory: str | int, hidden: list[str] | None = None) -> list[_Entry]:
+def _entries(
+    directory: str | int, hidden: list[str] | None = None, *, sizes: bool = True
+) -> list[_Entry]:
     """Visible entries of a directory (path or fd), by name, with their lstat results (one
-    ``lstat`` each, no file opened). Names starting with ``.`` are skipped; the directories
-    among them are added to `hidden` when it is given."""
+    ``lstat`` each, no file opened; with ``sizes=False`` the kind only, from the listing itself
+    where the file system gives it, size and mtime 0). Names starting with ``.`` are skipped;
+    the directories among them are added to `hidden` when it is given."""
     out = []
     with os.scandir(directory) as it:
         for entry in it:
-            if entry.name.startswith("."):
+            name = entry.name
+            if name[0] == ".":
                 if hidden is not None and entry.is_dir(follow_symlinks=False):
-                    hidden.append(entry.name)
+                    hidden.append(name)
                 continue
             try:
+                if not sizes:
+                    kind = _kind_of_entry(entry)
+                    if kind:
+                        out.append(_Entry(name, kind, 0, 0))
+                        continue
                 st = entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue  # gone since listed
-            out.append(_Entry(entry.name, st.st_mode, st.st_size, st.st_mtime_ns))
-    return sorted(out)
+            out.append(_Entry(name, st.st_mode, st.st_size, st.st_mtime_ns))
+    out.sort()
+    return out
+
+
+def _kind_of_entry(entry: os.DirEntry) -> int:
+    """S_IFDIR / S_IFLNK / S_IFREG as the listing says (no syscall where the file system
+    fills in the entry's type), 0 for anything else."""
+    if entry.is_symlink():
+        return stat.S_IFLNK
+    if entry.is_dir(follow_symlinks=False):
+        return stat.S_IFDIR
+    if entry.is_file(follow_symlinks=False):
+        return stat.S_IFREG
+    return 0
 
 
 def relative_name(path: str | os.PathLike[str], landing_root: str | os.PathLike[str]) -> str:

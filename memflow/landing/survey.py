@@ -55,8 +55,8 @@ def count_records(landing_root: str | os.PathLike[str], rel_path: str) -> int | 
     """How many records (non-blank JSONL lines, Parquet rows; 1 for an unreadable Parquet
     file) the landing files at `rel_path` hold: a file, or every landing file below a
     directory. Symlinks are not followed (at any level), special files never opened, hidden
-    files skipped (temporary names), hidden directories counted. None when the path itself cannot be counted (a symlink, a special file,
-    gone)."""
+    files skipped (temporary names), hidden directories counted. None when the path itself
+    cannot be counted (a symlink, a special file, gone)."""
     root = Path(landing_root)
     parts = [p for p in Path(rel_path).parts if p not in ("", ".")]
     if any(p == ".." for p in parts):
