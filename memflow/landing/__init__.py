@@ -5,13 +5,17 @@ Format
 
 Layout: ``<landing>/<org>/<repo>/<name>.jsonl`` (or ``.parquet``). ``<org>`` and ``<repo>`` are
 the tenant scope and must be valid :class:`~schemas.scope.Scope` names. Names starting with
-``.`` are ignored, so a writer should write ``.<name>.tmp`` and rename it when complete. Other
+``.`` are ignored, so a writer should write ``.<name>.tmp`` and rename it when complete (a
+dot-directory that holds landing files is reported, ``hidden_directory``, with its lines). Other
 file types are ignored. Only regular files are ever opened: symlinks are not followed (at any
 level), FIFOs, sockets and devices are never opened, and what `discover` did not list is not
 read. Everything skipped is reported as a `LandingProblem` with a reason (and, where it can be
 counted without following a link or blocking, the number of lines it holds).
 
-JSON Lines: UTF-8, one JSON object (one conversation turn) per line; blank lines are skipped.
+JSON Lines: UTF-8, one JSON object (one conversation turn) per line; blank lines are skipped. A
+line ends at LF, CRLF or a lone CR; a byte-order mark opening any line is dropped; U+2028,
+U+2029 and U+0085 outside JSON strings separate records on a line that is not JSON as a whole
+(`memflow.landing.jsonl`). A line holds at most :data:`MAX_LINE_BYTES`, not counting its ending.
 
 ==============  ===========================================================================
 field           meaning
@@ -20,15 +24,16 @@ field           meaning
 ``repo``        namespace; must equal the ``<repo>`` directory (required, string)
 ``session_id``  the agent session (required, non-empty string)
 ``turn_id``     unique within the session (required, non-empty string)
-``ts``          ISO-8601 timestamp WITH a zone, e.g. ``2026-11-03T09:15:02-08:00`` or ``...Z``,
+``ts``          ISO-8601 timestamp WITH a zone, e.g. ``2026-11-03T09:15:02-08:00`` or ``...Z``
+                (spaces around it are dropped),
                 inside the time window (`schemas.rules.TimeWindow`: from the setting
                 ``MEMFLOW_HISTORY_START`` to a day after the moment the file is read)
 ``role``        ``user`` | ``assistant`` | ``tool``
 ``content``     the turn's text (required key; string, ``null`` is read as ``""``)
 ``client``      the agent, e.g. ``claude-code``, ``codex``, ``cursor`` (required, string)
 ``tool_name``   optional; the tool a ``tool`` turn called
-``tool_input``  optional; the tool's input, any JSON value (a string holding a JSON object or
-                array is decoded)
+``tool_input``  optional; the tool's input (a string holding a JSON object or array is
+                decoded); checked and kept only for memflow's own tools, below
 ==============  ===========================================================================
 
 A turn in which the agent saved facts itself has ``tool_name: "upsert_graph_triples"`` and
@@ -37,8 +42,19 @@ A turn in which the agent saved facts itself has ``tool_name: "upsert_graph_trip
 triple as ``{"subject", "predicate", "object"}``. Only the envelope (``triples`` is a list) is
 checked here; each triple is validated downstream. Unknown fields are ignored.
 
+A turn that takes facts out of memory has ``tool_name: "retract_facts"`` (`RETRACT_TOOL`) and
+``tool_input: {"retract": [ITEM, ...], "reason"?, "by"?}``, each ITEM exactly one of
+``{"fact_id"}``, ``{"subject", "predicate", "object"}`` or ``{"entity"}`` (non-empty strings);
+anything else is ``bad_tool_input`` with a detail naming the item. Both tools are recognised
+under the spellings agents record (`canonical_tool`: any case, camelCase or hyphens, an MCP or
+namespace qualifier such as ``mcp__memflow__upsert_graph_triples``) and stored under their own
+name. Any other tool's input is not memflow's to store: it is neither checked nor kept.
+
 Parquet: one row per turn with the same columns; ``ts`` may be an ISO string or a timestamp with
-a time zone; ``tool_input`` may be a JSON string or a struct (null struct fields are dropped).
+a time zone (any zone, fixed offsets such as pandas' ``UTC+05:30`` included); ``tool_input``
+may be a JSON string or a struct (null struct fields are dropped). A file is bounded before it
+is decoded (`memflow.landing.parquet`): at most :data:`MAX_PARQUET_FILE_BYTES` on disk and
+:data:`MAX_PARQUET_DECODED_BYTES` decoded, a row at most :data:`MAX_LINE_BYTES`.
 
 Rejects
 =======
@@ -50,8 +66,10 @@ and ``ts_in_future`` (outside the time window; the detail names the setting),
 ``bad_role``, ``scope_mismatch``, ``bad_tool_input``, ``duplicate_turn`` (the same session_id
 + turn_id again: a turn already ingested wins, then the earliest by ts, file and line),
 ``line_too_long`` (over :data:`MAX_LINE_BYTES`), ``bad_encoding`` (not UTF-8), ``bad_value``
-(a Parquet value Python cannot hold) and ``unreadable_file`` (a Parquet file that cannot be
-opened). Every non-blank line (Parquet row) read is one accepted turn or one reject.
+(a Parquet value Python cannot hold), ``row_too_large`` (a Parquet row over
+:data:`MAX_LINE_BYTES` decoded), ``file_too_large`` (a Parquet file past its bounds: one
+record) and ``unreadable_file`` (a Parquet file that cannot be opened: one record). Every
+non-blank line (Parquet row) read is one accepted turn or one reject.
 
 Reading
 =======
