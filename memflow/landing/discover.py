@@ -96,23 +96,31 @@ def tenant_files(
     of its directory, listing that directory only (no symlink followed on the way). A missing
     directory holds no file and is no problem."""
     root = Path(landing_root)
+    files, problems = _list_tenant(root, scope, missing_is_a_problem=False)
+    folder = root / scope.tenant_id / scope.ns
+    return [folder / f.name for f in files], problems
+
+
+def _list_tenant(
+    root: Path, scope: Scope, *, missing_is_a_problem: bool
+) -> tuple[list[_Entry], list[LandingProblem]]:
+    """(landing files, problems) of the tenant's directory, listed through its fd."""
     rel_repo = f"{scope.tenant_id}/{scope.ns}"
     try:
         dir_fd = _open_dir(root, (scope.tenant_id, scope.ns))
     except OSError as exc:
         if exc.errno == errno.ENOENT:
-            return [], []
+            missing = _problem(rel_repo, "vanished", _os_detail(exc), scope)
+            return [], [missing] if missing_is_a_problem else []
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             return [], [_problem(rel_repo, "symlink", _SYMLINK, scope)]
         return [], [_problem(rel_repo, "unreadable_directory", _os_detail(exc), scope)]
     try:
-        files, problems = _tenant_entries(dir_fd, rel_repo, scope)
+        return _tenant_entries(dir_fd, rel_repo, scope)
     except OSError as exc:
         return [], [_problem(rel_repo, "unreadable_directory", _os_detail(exc), scope)]
     finally:
         os.close(dir_fd)
-    folder = root / scope.tenant_id / scope.ns
-    return [folder / f.name for f in files], problems
 
 
 def discover(landing_root: str | os.PathLike[str]) -> Discovery:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 from collections import Counter
 from collections.abc import Collection, Iterable
@@ -13,13 +12,12 @@ from pathlib import Path
 import polars as pl
 
 from memflow.landing.discover import (
-    _tenant_entries,
+    _list_tenant,
     is_landing_name,
 )
 from memflow.landing.files import (
     FileFingerprint,
     _layout,
-    _open_dir,
     _open_regular,
     _Source,
     relative_name,
@@ -38,7 +36,6 @@ from memflow.landing.format import (
 )
 from memflow.landing.jsonl import _scan_jsonl
 from memflow.landing.problems import (
-    _SYMLINK,
     LandingProblem,
     _os_detail,
     _problem,
@@ -360,22 +357,9 @@ def read_tenant_files(
 
 
 def _listed(root: Path, scope: Scope) -> tuple[list[str], list[LandingProblem]]:
-    """(landing file names, problems) of the tenant's directory, listed through its fd."""
-    rel_repo = f"{scope.tenant_id}/{scope.ns}"
-    try:
-        dir_fd = _open_dir(root, (scope.tenant_id, scope.ns))
-    except OSError as exc:
-        reason = "symlink" if exc.errno in (errno.ELOOP, errno.ENOTDIR) else "vanished"
-        if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.ENOENT):
-            reason = "unreadable_directory"
-        detail = _SYMLINK if reason == "symlink" else _os_detail(exc)
-        return [], [_problem(rel_repo, reason, detail, scope)]
-    try:
-        entries, problems = _tenant_entries(dir_fd, rel_repo, scope)
-    except OSError as exc:
-        return [], [_problem(rel_repo, "unreadable_directory", _os_detail(exc), scope)]
-    finally:
-        os.close(dir_fd)
+    """(landing file names, problems) of the tenant's directory (a missing one is
+    ``vanished``)."""
+    entries, problems = _list_tenant(root, scope, missing_is_a_problem=True)
     return [e.name for e in entries], problems
 
 

@@ -30,14 +30,19 @@ NOW = dt.datetime(2026, 11, 5, tzinfo=dt.UTC)
 HEADROOM_MIB = 768  # far below what any bomb decodes to (287 MB to 4 GB)
 
 
-def bounded_read(root: Path) -> dict:
-    child = subprocess.run(
+def child_read(root: Path) -> subprocess.CompletedProcess[str]:
+    """`tests.fuzz.read_bounded` over `root` in a child process under the address-space cap."""
+    return subprocess.run(
         [sys.executable, "-m", "tests.fuzz.read_bounded", str(root), str(HEADROOM_MIB)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
         timeout=600,
     )
+
+
+def bounded_read(root: Path) -> dict:
+    child = child_read(root)
     assert child.returncode == 0, f"rc {child.returncode}: {child.stderr[-3000:]}"
     assert "panicked" not in child.stderr and "backtrace" not in child.stderr.lower()
     return json.loads(child.stdout)
@@ -175,12 +180,6 @@ def test_a_fixed_offset_file_prints_nothing(tmp_path: Path) -> None:
     folder = tmp_path / "acme" / "api"
     folder.mkdir(parents=True)
     _pandas_turns(dt.timezone(dt.timedelta(hours=5, minutes=30))).to_parquet(folder / "a.parquet")
-    child = subprocess.run(
-        [sys.executable, "-m", "tests.fuzz.read_bounded", str(tmp_path), str(HEADROOM_MIB)],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    child = child_read(tmp_path)
     assert child.returncode == 0 and child.stderr == "", child.stderr
     assert json.loads(child.stdout)["files"]["a.parquet"]["turns"] == ["1", "2", "3"]
