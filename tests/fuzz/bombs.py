@@ -34,11 +34,13 @@ def _write(table: pa.Table, **options: Any) -> bytes:
     return sink.getvalue()
 
 
-def turn_columns(n: int, content: pa.Array | None = None) -> dict[str, pa.Array]:
+def turn_columns(
+    n: int, content: pa.Array | None = None, org: str = ORG, repo: str = REPO
+) -> dict[str, pa.Array]:
     """The columns of `n` valid turns (distinct turn ids), dictionary-encoded where constant."""
     return {
-        "org": _repeat(ORG, n),
-        "repo": _repeat(REPO, n),
+        "org": _repeat(org, n),
+        "repo": _repeat(repo, n),
         "session_id": _repeat("s-1", n),
         "turn_id": pa.array([f"t-{i}" for i in range(n)]),
         "ts": _repeat(TS, n),
@@ -48,10 +50,12 @@ def turn_columns(n: int, content: pa.Array | None = None) -> dict[str, pa.Array]
     }
 
 
-def dictionary_bomb(rows: int = 2_000_000, value_bytes: int = 2048) -> bytes:
+def dictionary_bomb(
+    rows: int = 2_000_000, value_bytes: int = 2048, org: str = ORG, repo: str = REPO
+) -> bytes:
     """H3 as reported: `rows` rows of one `value_bytes` value (about 470 KB on disk for 2 M
     rows, 4 GB once decoded): past the footer's bound."""
-    columns = turn_columns(1)
+    columns = turn_columns(1, org=org, repo=repo)
     columns = {k: _repeat(v[0].as_py(), rows) for k, v in columns.items()}
     columns["content"] = _repeat("x" * value_bytes, rows)
     return _write(pa.table(columns))
@@ -63,10 +67,10 @@ def decoded_bomb(rows: int = 140_000, value_bytes: int = 2048) -> bytes:
     return _write(pa.table(turn_columns(rows, _repeat("y" * value_bytes, rows))))
 
 
-def huge_row(value_bytes: int = 20_500_000) -> bytes:
+def huge_row(value_bytes: int = 20_500_000, org: str = ORG, repo: str = REPO) -> bytes:
     """H3's second file: a few kilobytes carrying one turn of 20.5 MB between two good ones."""
     content = pa.array(["before", "z" * value_bytes, "after"])
-    return _write(pa.table(turn_columns(3, content)), use_dictionary=False)
+    return _write(pa.table(turn_columns(3, content, org, repo)), use_dictionary=False)
 
 
 def compressed_bomb(rows: int = 280, value_bytes: int = (1 << 20) - 64) -> bytes:
