@@ -1,7 +1,7 @@
 """Discovery: the tenants of the landing zone and their files, and what is skipped on the way.
 
 Listing takes one ``lstat`` per entry and opens directories only, never a file, so the sensor
-can list the zone on every tick (`Discovery.listings` is what it digests). `tenant_files`
+can list the zone on every tick (`zone_listing` is what it digests). `tenant_files`
 lists one tenant's directory, for a run that reads only its own tenants.
 """
 
@@ -45,18 +45,15 @@ class Listed(NamedTuple):
 
 class Discovery(dict[Scope, list[Path]]):
     """Tenants (in scope order) mapped to their landing files (sorted by name), plus the problems
-    met on the way and each tenant's `listings` (name, size, mtime of each file). It is a plain
-    dict of ``Scope -> files`` with ``problems`` and ``listings`` attributes."""
+    met on the way. It is a plain dict of ``Scope -> files`` with a ``problems`` attribute."""
 
     def __init__(
         self,
         tenants: Iterable[tuple[Scope, list[Path]]] = (),
         problems: Iterable[LandingProblem] = (),
-        listings: dict[Scope, tuple[Listed, ...]] | None = None,
     ) -> None:
         super().__init__(tenants)
         self.problems: list[LandingProblem] = list(problems)
-        self.listings: dict[Scope, tuple[Listed, ...]] = listings or {}
 
 
 def is_landing_file(path: Path) -> bool:
@@ -131,13 +128,11 @@ def discover(landing_root: str | os.PathLike[str]) -> Discovery:
     what the landing zone holds."""
     root = Path(landing_root)
     problems: list[LandingProblem] = []
-    found: list[tuple[Scope, list[Path]]] = []
-    listings: dict[Scope, tuple[Listed, ...]] = {}
-    for scope, files in _walk(root, problems):
-        folder = root / scope.tenant_id / scope.ns
-        found.append((scope, [folder / f.name for f in files]))
-        listings[scope] = tuple(Listed(f.name, f.size, f.mtime_ns) for f in files)
-    return Discovery(found, problems, listings)
+    found = [
+        (scope, [root / scope.tenant_id / scope.ns / f.name for f in files])
+        for scope, files in _walk(root, problems)
+    ]
+    return Discovery(found, problems)
 
 
 def zone_listing(

@@ -5,7 +5,8 @@ old Mac tools write CR alone). A UTF-8 byte-order mark opening any line is dropp
 joined with ``cat`` carry one per part). U+2028, U+2029 and U+0085 are valid inside JSON
 strings, so they split a line only when the line as a whole is not JSON, only where they stand
 outside a string, and only if a piece between them is JSON: each piece is then a line of its
-own (and takes a line number). A line longer than
+own (and takes a line number). A line holding more than 100,000 quotes and backslashes is not
+split. A line longer than
 the limit, not counting its line ending, is one ``line_too_long`` record of which only the head
 is kept. Blank lines take a line number and are no record.
 """
@@ -27,6 +28,9 @@ _ENDING = re.compile(rb"\r\n?|\n")
 _SPECIAL = re.compile(rb'["\\]|\xe2\x80[\xa8\xa9]|\xc2\x85')
 _SEPARATORS = (b"\xe2\x80\xa8", b"\xe2\x80\xa9", b"\xc2\x85")
 _NOT_PARSED = object()
+# A line with more quotes and backslashes than this is not split (the scan is linear, but in
+# Python: a hostile 1 MiB line of them would take seconds).
+_MAX_SPLIT_TOKENS = 100_000
 
 
 class Line(NamedTuple):
@@ -106,6 +110,8 @@ def _pieces(raw: bytes) -> list[tuple[bytes, Any]]:
         return [(raw, orjson.loads(raw))]
     except orjson.JSONDecodeError:
         pass
+    if raw.count(b'"') + raw.count(b"\\") > _MAX_SPLIT_TOKENS:
+        return [(raw, _NOT_PARSED)]  # not records joined on a line: no scan in Python
     pieces: list[tuple[bytes, Any]] = []
     for piece in _outside_strings(raw):
         try:

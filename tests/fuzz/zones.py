@@ -271,6 +271,8 @@ def _in_line_records(raw: bytes) -> int:
     text = raw.decode("utf-8", errors="surrogateescape")  # bytes that are not UTF-8 kept
     if not _IN_LINE_SEPARATOR.search(text) or _is_json(text):
         return 1
+    if text.count('"') + text.count("\\") > 100_000:
+        return 1
     parts = _split_outside_strings(text)
     if not any(_is_json(p) for p in parts):
         return 1

@@ -118,6 +118,14 @@ def test_a_split_line_with_a_bad_piece_rejects_that_piece_only(tmp_path: Path) -
     assert got.rejects.select("reason", "line_no").rows() == [("invalid_json", 2)]
 
 
+def test_a_line_of_mostly_quotes_is_not_split(tmp_path: Path) -> None:
+    """Past 100,000 quotes and backslashes a broken line is one reject, never scanned."""
+    hostile = b'\\"' * 60_000 + "\u2028".encode() + line(1)
+    got = read(tmp_path, hostile + b"\n" + line(2) + b"\n")
+    assert got.rejects.select("reason", "line_no").rows() == [("invalid_json", 1)]
+    assert got.turns["turn_id"].to_list() == ["t2"]
+
+
 @pytest.mark.parametrize("ending", [b"\n", b"\r\n", b"\r"])
 def test_a_line_of_exactly_the_limit_is_read_with_any_ending(tmp_path: Path, ending: bytes) -> None:
     base = line(1, content="")
