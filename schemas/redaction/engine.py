@@ -16,6 +16,7 @@ from schemas.redaction._base import (
 from schemas.redaction._gates import _opened
 from schemas.redaction._views import (
     _has_escapes,
+    _has_other_escapes,
     _views,
 )
 from schemas.redaction.detectors import _DETECTORS
@@ -58,7 +59,7 @@ def _all_spans(
     """Merged spans of the text and its decoded views; `opened`, `rules`: what the text as
     written opens (`_gates._opened`)."""
     found = _spans(text, opened, rules)
-    if _has_escapes(text):
+    if _has_escapes(text) or _has_other_escapes(text):
         for view in _views(text):
             view_opened, view_rules = _opened(_lower(view.text))
             if not view_opened and not view_rules:
@@ -71,8 +72,8 @@ def _all_spans(
 
 def _cut(text: str) -> tuple[str, int]:
     opened, rules = _opened(_lower(text))
-    if not opened and not rules and "\\" not in text:  # the common case: clean, unescaped
-        return text, 0
+    if not opened and not rules and "\\" not in text and not _has_other_escapes(text):
+        return text, 0  # the common case: clean, unescaped
     spans = _all_spans(text, opened, rules)
     if not spans:
         return text, 0
