@@ -226,8 +226,15 @@ _CALL_PAIR = re.compile(
 _CALL_PAIR_GATE = tuple(w + _bounded(r"[\w.-]", r"""["'][ \t]{0,8},""") for w in _KEYWORD_GATE)
 
 
+_MAPPING_KEY_NEXT = re.compile(r"[ \t]*\\{0,16}[:=]")
+
+
 def _call_pair_span(m: re.Match[str]) -> tuple[int, int] | None:
+    """A quoted string followed by `:` is a mapping's next key, not the call's second
+    argument: in `"predicate": "KEPT_SECRET", "object": "..."` nothing is secret."""
     key = m.group("key")
+    if _MAPPING_KEY_NEXT.match(m.string, m.end()):
+        return None
     return _quoted_span(m, key) if _holds_a_secret(key) else None
 
 

@@ -211,6 +211,7 @@ def test_the_secret_goes_and_the_text_stays(case: Case) -> None:
         "integrity sha512-Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe9Dc8Ba7Zq9Xw8Vu7Ts6Rq",
         "a_very_long_snake_case_function_name_for_tests()",
         "&amp; &lt;b&gt; R&amp;D costs 100%25 of 50%3A50",
+        '{"predicate": "KEPT_SECRET", "object": "his mobile game development"}',  # LoCoMo
     ],
 )
 def test_what_is_no_secret_stays(text: str) -> None:
