@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from secret_corpus import write_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "data" / "external" / "secret_corpus_external.jsonl"
@@ -164,10 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ignore = args.out.parent / ".gitignore"
     if args.out.parent.name == "external" and not ignore.exists():
         ignore.write_text("*\n")
-    with args.out.open("w") as f:
-        f.write(json.dumps(notice) + "\n")
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    write_corpus(args.out, notice, rows)
     by = {s: sum(r["source"] == s for r in rows) for s in ("kingfisher", "credsweeper")}
     print(f"{len(rows)} lines {by} -> {args.out}")
     return 0
