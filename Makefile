@@ -36,7 +36,7 @@ test: $(STAMP)
 	$(BIN)/python -m tests.support.milvus_server stop; bash scripts/postgres.sh stop; exit $$status
 
 ## The same without the tests that need JanusGraph or the Milvus server (marker `server`; the
-## TinkerGraph and Milvus Lite backends still run): for development. CI runs `make test`.
+## TinkerGraph and embedded vector backends still run): for development. CI runs `make test`.
 test-quick: $(STAMP)
 	$(BIN)/ruff check .
 	bash scripts/gremlin-server.sh start

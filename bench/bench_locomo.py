@@ -378,7 +378,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = data.resolve()
     data.mkdir(parents=True, exist_ok=True)
     from resources.models.onnx_embeddings import OnnxEmbeddingProvider
-    from resources.vector.lite_server import stop_lite_server
 
     variants = None
     try:
@@ -397,8 +396,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         merge(result, evaluate(unseen, locomo.load_questions(UNSEEN), provider))
         variants = ablation(data, provider) if args.ablation else None
     finally:
-        stop_lite_server(data)
-        stop_lite_server(data / "unseen")
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     systems = [*MODES, *FLAT]

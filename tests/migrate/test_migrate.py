@@ -21,7 +21,7 @@ import pytest
 
 from resources.graph.sqlite import SqliteGraphStore
 from resources.tables import TableStore
-from resources.vector.lite_server import stop_lite_server
+from resources.vector.legacy import stop_legacy_server
 from schemas.scope import Scope
 
 pytestmark = pytest.mark.slow
@@ -96,7 +96,7 @@ def old_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Pa
     old_days = TableStore(data).root / "turn_rejects" / "acme" / "payments-api"
     assert list(old_days.glob("*.parquet")), "the old design stores rejects per day"
     yield {"tree": tree, "data": data, "landing": tree / "landing-sample"}
-    stop_lite_server(data)  # the old run's supervised Milvus Lite server
+    stop_legacy_server(data)  # the old run's supervised Milvus Lite server, if it started one
 
 
 def _table(data: Path, asset: str, tenant: str) -> pl.DataFrame:
@@ -113,7 +113,7 @@ def test_migrate_then_run_keeps_the_facts_and_extracts_nothing_again(
     old_world: dict[str, Path], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     data = tmp_path / "data"
-    request.addfinalizer(lambda: stop_lite_server(data))
+    request.addfinalizer(lambda: stop_legacy_server(data))
     shutil.copytree(old_world["data"], data)
     log = tmp_path / "new-extractor.log"
     env = _env(log)
