@@ -142,7 +142,8 @@ def test_the_first_places_cite_new_turns_before_a_turn_already_cited(
         answer = _service(graph, **ranking).recall(memory.scope, question)
         return [memory.facts[f.fact_id].turn_id for f in answer.facts]
 
-    plain, spread = turns(), turns(new_sources_top=3)
+    plain, spread = turns(new_sources_top=0), turns(new_sources_top=3)
+    assert turns() == turns(new_sources_top=10)  # the default
     # Without the rule the one turn's three facts come first ...
     assert plain[:3] == ["t-adopt"] * 3
     # ... with it the first three places cite three turns, and nothing is dropped.
