@@ -301,6 +301,7 @@ ABLATION = (
     "shipped",
     "issue 11 ranking (no focus, no dedup)",
     "no dedup",
+    "no new-source rule",
     "focus_weight=0.25",
     "focus_weight=0.5",
     "focus_weight=1",
