@@ -84,13 +84,12 @@ from recall.requests import (
     MAX_TURNS,
     TripleItem,
 )
-from resources.settings import KEYS_FILE
+from resources.settings import KEYS_FILE, agent_env, local_env
 from schemas.scope import Scope, ScopeError
 
 log = logging.getLogger("memflow.mcp")
 
 SERVER_NAME = "memflow"
-TENANT_SETTING = "MEMFLOW_TENANT"
 REPO_HEADER = "x-memflow-repo"
 PRINCIPAL_KEY = "memflow.principal"
 DEFAULT_HTTP_PORT = 8765
@@ -145,20 +144,21 @@ class McpSettings:
         """Settings from the environment, read now. The scope: `tenant`, ``MEMFLOW_TENANT``,
         else the tenant mapping of `cwd` (default: the current directory)."""
         env = os.environ if env is None else env
-        spelled = tenant or (env.get(TENANT_SETTING) or "").strip()
+        agent = agent_env(env)  # names and defaults: resources.settings
+        spelled = tenant or agent.tenant
         if spelled:
             scope = Scope.parse(spelled)
         else:
             from memflow.importers.tenant import TenantMapper
 
             scope = TenantMapper.from_env(env).choose(cwd or os.getcwd()).scope
-        landing = (env.get("MEMFLOW_LANDING_DIR") or "").strip()
+        landing = local_env(env).landing_dir
         return cls(
             scope=scope,
             api=ClientSettings.from_env(env),
             stores=LocalStores.from_env(env),
             landing_dir=Path(landing) if landing else None,
-            client=client or (env.get("MEMFLOW_MCP_CLIENT") or "").strip() or "mcp",
+            client=client or agent.mcp_client,
         )
 
 
@@ -786,7 +786,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.http:
         run_stdio(settings)
         return 0
-    keys_path = args.keys_file or (os.environ.get("MEMFLOW_API_KEYS_FILE") or "").strip()
+    keys_path = args.keys_file or local_env().api_keys_file
     if not keys_path and settings.stores is not None:
         keys_path = str(Path(settings.stores.data_dir) / KEYS_FILE)
     if not keys_path:

@@ -20,7 +20,8 @@ Names are then made valid `schemas.scope.Scope` parts: a secret in a name is red
 token in a directory or a remote path never names a tenant), characters outside ``[A-Za-z0-9._-]``
 become ``-``, a leading ``.``/``_``/``-`` is dropped, ``..`` becomes ``.``, at most 100 characters,
 ``unknown`` when nothing is left. Settings are read when `TenantMapper.from_env` is called, never
-at import. Standard library and `schemas` only (a hook imports this on its fast path).
+at import. Standard library, `schemas` and `resources.settings`'s light readers only (a hook imports
+this on its fast path).
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
+from resources.settings import TENANT_MAP_SETTING, agent_env, declared
 from schemas.redaction import redact
 from schemas.scope import Scope, ScopeError
 
-MAP_SETTING = "MEMFLOW_TENANT_MAP"
-DEFAULT_ORG_SETTING = "MEMFLOW_DEFAULT_ORG"
-DEFAULT_ORG = "local"
+MAP_SETTING = TENANT_MAP_SETTING
+DEFAULT_ORG = declared("MEMFLOW_DEFAULT_ORG").default
 UNKNOWN = "unknown"
 MAX_PART = 100
 _BAD = re.compile(r"[^A-Za-z0-9._-]+")
@@ -134,11 +135,8 @@ class TenantMapper:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> TenantMapper:
-        env = os.environ if env is None else env
-        return cls(
-            parse_map(env.get(MAP_SETTING)),
-            (env.get(DEFAULT_ORG_SETTING) or "").strip() or DEFAULT_ORG,
-        )
+        found = agent_env(env)  # names and defaults: resources.settings
+        return cls(parse_map(found.tenant_map), found.default_org)
 
     def choose(self, cwd: str | None, remote_url: str | None = None) -> TenantChoice:
         """The tenant of `cwd`; `remote_url` (what the transcript recorded) is used when the
