@@ -14,7 +14,6 @@ the range it held back is rerun as an `ingest_job` run.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -29,7 +28,7 @@ from assets.partitions import TENANTS
 from memflow import landing
 from pipelines import location
 from pipelines.batches import MAX_TENANTS, SOURCE_TAG, batch_ranges, run_tags, split_range
-from pipelines.event_log import INSTANCE_YAML
+from pipelines.instance import ensure_instance_config
 from pipelines.jobs import SURVEY
 from resources.tables import TableStore
 from schemas.scope import Scope
@@ -76,13 +75,10 @@ EVENT_BATCH_SIZE = "500"
 
 def instance_for(data_dir: str) -> DagsterInstance:
     home = os.environ.get("DAGSTER_HOME") or str(Path(data_dir, "dagster").resolve())
-    Path(home).mkdir(parents=True, exist_ok=True)
-    config = Path(home, "dagster.yaml")
-    if not config.exists():
-        # Local by design: no telemetry, and no first-run banner in the CLI's output; events in
-        # the SQLite event log with kept connections (pipelines/event_log.py).
-        base = Path(home, "history", "runs").resolve()
-        config.write_text(INSTANCE_YAML.format(base_dir=json.dumps(str(base))))
+    # Local by design: no telemetry, and no first-run banner in the CLI's output; events in
+    # the SQLite event log with kept connections (pipelines/event_log.py); the run queue with
+    # one run per tenant block (pipelines/instance.py).
+    ensure_instance_config(Path(home))
     os.environ["DAGSTER_HOME"] = home
     return DagsterInstance.get()
 
