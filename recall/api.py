@@ -80,14 +80,17 @@ from recall.api_guard import (
 )
 from recall.auth import KeyRing, Principal
 from recall.metrics import CONTENT_TYPE, ApiMetrics
+from recall.ports import IngestTrigger
 from recall.requests import (
     MAX_LIMIT,
     MAX_SEARCH_CHARS,
     ApiLimits,
     Health,
+    IngestAnswer,
     RecallRequest,
     StoreHealth,
     SubgraphRequest,
+    SystemHealth,
     TenantRef,
     TripleAccepted,
     TriplesAccepted,
@@ -137,6 +140,8 @@ class Api:
         self.metrics = metrics
         self.public_metrics = public_metrics
         self.service: RecallService | None = None
+        self.ingest_trigger: IngestTrigger | None = None
+        self.system_health: Callable[[], SystemHealth] | None = None
         self._known: dict[Scope, float] = {}  # scope -> when it was last seen holding data
         self._holders: dict[RecallService, int] = {}  # service -> requests holding it
         self._holders_lock = threading.Lock()
@@ -229,7 +234,7 @@ class Api:
                 )
 
         try:
-            return self.landing.write(scope, turns, check)
+            landed = self.landing.write(scope, turns, check)
         except LineTooLong as exc:
             raise ApiError(413, "payload_too_large", str(exc)) from None
         except LandingUnsafe:
@@ -241,6 +246,23 @@ class Api:
             raise ApiError(
                 422, "invalid_request", "a turn cannot be written as JSON (nesting or numbers)"
             ) from None
+        return landed
+
+    def ingest(self, landed: Landed) -> IngestAnswer:
+        """Ask for the landed tenant's run (the write is kept whatever the trigger does)."""
+        if self.ingest_trigger is None:
+            return IngestAnswer(requested=False, reason="this server starts no runs")
+        try:
+            asked = self.ingest_trigger(landed.scope, landed.path)
+        except Exception as exc:  # the data is landed: the sensor still finds it
+            log.warning("ingest trigger failed for %s: %s", landed.scope.key, type(exc).__name__)
+            return IngestAnswer(requested=False, reason="the ingest trigger failed")
+        return IngestAnswer(
+            requested=asked.requested,
+            run_id=asked.run_id,
+            expected_by=asked.expected_by,
+            reason=asked.reason,
+        )
 
 
 # The service of the request under way (`Api.hold`); route handlers run in worker threads,
@@ -273,17 +295,23 @@ def create_app(
     public_metrics: bool = False,
     on_close: Callable[[], None] | None = None,
     window: TimeWindow | None = None,
+    ingest_trigger: IngestTrigger | None = None,
+    system_health: Callable[[], SystemHealth] | None = None,
 ) -> FastAPI:
     """The API app. Give a built `service`, or a `service_factory` run at startup (its service
     is closed at shutdown). `on_close` runs at shutdown too (e.g. to close the stores).
     Without `landing_dir` the write endpoints answer 503. `window` is the turns' time window,
-    the one ingestion applies (`TimeWindow.from_settings`; default: the settings' defaults)."""
+    the one ingestion applies (`TimeWindow.from_settings`; default: the settings' defaults).
+    `ingest_trigger` asks for the tenant's run after each write (its answer goes into the
+    write's `ingest`); `system_health` adds the state home's processes to `/healthz`."""
     if (service is None) == (service_factory is None):
         raise ValueError("give exactly one of service and service_factory")
     metrics = ApiMetrics()
     limits = limits or ApiLimits()
     api = Api(keys, landing_dir, limits, metrics, public_metrics, window or DEFAULT_TIME_WINDOW)
     api.service = service
+    api.ingest_trigger = ingest_trigger
+    api.system_health = system_health
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> Any:
@@ -507,6 +535,7 @@ def _install_routes(app: FastAPI, api: Api) -> None:
             turn_id=ctx.turn_id,
             landing_file=landed.name,
             triples=[accepted_triple(i, scope, row) for i, row in enumerate(rows)],
+            ingest=api.ingest(landed),
         )
         return _json(accepted, 202)
 
@@ -526,7 +555,12 @@ def _install_routes(app: FastAPI, api: Api) -> None:
         scope = api.writable(caller, body)
         landed = api.land(scope, [t.model_dump(exclude_none=True) for t in body.turns])
         api.metrics.landed(scope, "turns", landed.lines)
-        accepted = TurnsAccepted(tenant=scope.key, accepted=landed.lines, landing_file=landed.name)
+        accepted = TurnsAccepted(
+            tenant=scope.key,
+            accepted=landed.lines,
+            landing_file=landed.name,
+            ingest=api.ingest(landed),
+        )
         return _json(accepted, 202)
 
     @app.get(
@@ -628,9 +662,16 @@ async def _health(api: Api) -> Health:
         vec_ok = await probe(lambda: vectors.models(PROBE_SCOPE))
         vec_health = StoreHealth(ok=vec_ok, backend=vectors.backend)
     ok = graph_ok and (vec_health is None or vec_health.ok)
+    system = None
+    if api.system_health is not None:
+        try:
+            system = await anyio.to_thread.run_sync(api.system_health)
+        except Exception:  # the stores' health is what this answers first
+            system = None
     return Health(
         status="ok" if ok else "unavailable",
         graph=StoreHealth(ok=graph_ok, backend=graph.backend),
         vectors=vec_health,
         embedding_model=service.current_model,
+        system=system,
     )

@@ -236,6 +236,17 @@ class TripleAccepted(BaseModel):
     object: str
 
 
+class IngestAnswer(BaseModel):
+    """When a write becomes recallable (`recall.ports.IngestRequest`): `requested` says a run
+    of the tenant was asked for now (else `reason` says why not); `expected_by` estimates when
+    its facts are recallable (from recent runs; None when unknown)."""
+
+    requested: bool
+    run_id: str | None = None
+    expected_by: datetime | None = None
+    reason: str | None = None
+
+
 class TriplesAccepted(BaseModel):
     tenant: str
     accepted: int
@@ -244,12 +255,14 @@ class TriplesAccepted(BaseModel):
     landing_file: str
     triples: list[TripleAccepted]
     notice: str = "landed for the pipeline; recallable once the tenant's sinks have run"
+    ingest: IngestAnswer | None = None
 
 
 class TurnsAccepted(BaseModel):
     tenant: str
     accepted: int
     landing_file: str
+    ingest: IngestAnswer | None = None
 
 
 class StoreHealth(BaseModel):
@@ -257,8 +270,18 @@ class StoreHealth(BaseModel):
     backend: str | None = None
 
 
+class SystemHealth(BaseModel):
+    """The running memflow processes of the server's state home, and every one that works on
+    another data directory or landing zone than this server (paths left out: no key is
+    needed here)."""
+
+    processes: int
+    conflicts: list[str]
+
+
 class Health(BaseModel):
     status: Literal["ok", "unavailable"]
     graph: StoreHealth
     vectors: StoreHealth | None
     embedding_model: str | None
+    system: SystemHealth | None = None
