@@ -33,6 +33,9 @@ run_coordinator:
   class: QueuedRunCoordinator
   config:
     dequeue_interval_seconds: 1
+    # a code server that is slow to answer (a busy machine) does not fail the queued run
+    max_user_code_failure_retries: 3
+    user_code_failure_retry_delay: 10
 concurrency:
   runs:
     tag_concurrency_limits:
