@@ -5,6 +5,7 @@ run per block."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -109,6 +110,10 @@ def test_a_cli_run_waits_for_a_run_of_its_block_held_elsewhere(tmp_path: Path) -
         held.release()
         out, _ = run.communicate(timeout=900)
         assert run.returncode == 0, out.decode()[-3000:]
+        # progress per stage, with the run id and block, although the output is a pipe
+        lines = out.decode().splitlines()
+        assert any(re.match(r"run [0-9a-f]{8} run_job \[.*\] block 0 .*: raw_turns done", x)
+                   for x in lines), out.decode()[-3000:]  # fmt: skip
         with DagsterInstance.get() as instance:
             events = instance.get_event_records(
                 EventRecordsFilter(event_type=DagsterEventType.ASSET_MATERIALIZATION)
