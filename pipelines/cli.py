@@ -487,6 +487,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             ui_port=args.ui_port,
             public_metrics=args.public_metrics,
             settings_file=_explicit_settings_file(),
+            ingest=args.ingest,
         ),
     )
 
@@ -630,6 +631,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="the API's port (default: MEMFLOW_API_URL's, 8080)")
     p.add_argument("--ui-port", type=int, default=3000, help="the Dagster UI's port (3000)")
     p.add_argument("--public-metrics", action="store_true", help="serve /metrics without a key")
+    p.add_argument(
+        "--ingest",
+        choices=("warm", "queue", "off"),
+        default="warm",
+        help="how a write is ingested at once (memflow serve --ingest; default warm)",
+    )
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser(

@@ -241,9 +241,10 @@ def _dagster(
     doomed = own + (shared if shared_runs else [])
     if shared and not shared_runs:
         problems.append(
-            f"dagster: {len(shared)} run(s) covered {shown(key)} among other tenants and were "
-            "kept: their event logs still hold its materializations (memflow erase "
-            "--with-shared-runs deletes them, and their history of the other tenants)"
+            f"dagster: {len(shared)} run(s) covered {shown(key)} among other tenants and "
+            f"{'were' if apply else 'would be'} kept: their event logs hold its "
+            "materializations (memflow erase --with-shared-runs deletes them, and their history "
+            "of the other tenants)"
         )
     if apply:
         for run_id in doomed:

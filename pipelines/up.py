@@ -54,6 +54,7 @@ class UpOptions:
     ui_port: int = 3000
     public_metrics: bool = False
     settings_file: str = ""  # MEMFLOW_SETTINGS_FILE for the code location ("" = none)
+    ingest: str = "warm"  # what a write does (memflow serve --ingest)
 
 
 @dataclass
@@ -312,7 +313,9 @@ def up(cfg: Settings, options: UpOptions, out: IO[str] | None = None) -> int:
     ui_url = f"http://{state.url_host(options.host)}:{options.ui_port}"
     env["MEMFLOW_API_URL"] = api_url
     serve = [sys.executable, "-m", "pipelines.cli", "serve", "--host", options.host]
-    serve += ["--port", str(options.api_port), "--ingest", "warm", "--warm-now"]
+    serve += ["--port", str(options.api_port), "--ingest", options.ingest]
+    if options.ingest == "warm":
+        serve.append("--warm-now")
     if options.public_metrics:
         serve.append("--public-metrics")
     stop = Stop()
@@ -383,10 +386,21 @@ def up(cfg: Settings, options: UpOptions, out: IO[str] | None = None) -> int:
         status = 1
     finally:
         stop_all(children)
+        _stop_vector_server(cfg)
         if entry is not None:
             state.unregister(home, entry)
         say("memflow up: stopped")
     return status
+
+
+def _stop_vector_server(cfg: Settings) -> None:
+    """The embedded vector store's detached server, when this memflow has one (it outlives
+    the processes that started it by design; `memflow up` started them, so it goes too)."""
+    try:
+        from resources.vector.lite_server import stop_lite_server
+    except ImportError:  # an embedded store without a server
+        return
+    stop_lite_server(cfg.data_dir)
 
 
 def watch(
