@@ -552,6 +552,21 @@ def cmd_settings(args: argparse.Namespace) -> int:
     return 0
 
 
+def _api_options(p: argparse.ArgumentParser) -> None:
+    """Where the API listens and what a write does (`memflow serve` and `memflow up`)."""
+    p.add_argument("--host", help="default: MEMFLOW_API_URL's host, else 127.0.0.1")
+    p.add_argument("--port", type=int, help="the API's port (default: MEMFLOW_API_URL's, 8080)")
+    p.add_argument("--public-metrics", action="store_true", help="serve /metrics without a key")
+    p.add_argument(
+        "--ingest",
+        choices=("warm", "queue", "off"),
+        default="warm",
+        help="what a write does to ingest its tenant at once: `warm` runs it in a worker "
+        "process of the API that keeps the pipeline loaded (default), `queue` submits it to "
+        "the Dagster daemon's run queue, `off` leaves it to the landing sensor",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memflow", description="Agent memory as a Dagster dataflow, with a recall API."
@@ -602,18 +617,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="run the recall HTTP API")
     _common(p, landing=True)
-    p.add_argument("--host", help="default: MEMFLOW_API_URL's host, else 127.0.0.1")
-    p.add_argument("--port", type=int, help="default: MEMFLOW_API_URL's port, else 8080")
+    _api_options(p)
     p.add_argument("--keys", help="API keys file (default <data>/api-keys.json)")
-    p.add_argument("--public-metrics", action="store_true", help="serve /metrics without a key")
-    p.add_argument(
-        "--ingest",
-        choices=("warm", "queue", "off"),
-        default="warm",
-        help="what a write does to ingest its tenant at once: `warm` runs it in a worker "
-        "process of the API that keeps the pipeline loaded (default), `queue` submits it to "
-        "the Dagster daemon's run queue, `off` leaves it to the landing sensor",
-    )
     p.add_argument(
         "--warm-now",
         action="store_true",
@@ -627,16 +632,8 @@ def build_parser() -> argparse.ArgumentParser:
         "on one data directory and landing zone; Ctrl-C stops everything",
     )
     _common(p, landing=True)
-    p.add_argument("--host", help="default: MEMFLOW_API_URL's host, else 127.0.0.1")
-    p.add_argument("--port", type=int, help="the API's port (default: MEMFLOW_API_URL's, 8080)")
+    _api_options(p)
     p.add_argument("--ui-port", type=int, default=3000, help="the Dagster UI's port (3000)")
-    p.add_argument("--public-metrics", action="store_true", help="serve /metrics without a key")
-    p.add_argument(
-        "--ingest",
-        choices=("warm", "queue", "off"),
-        default="warm",
-        help="how a write is ingested at once (memflow serve --ingest; default warm)",
-    )
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser(
