@@ -89,23 +89,30 @@ def post_and_wait(client: httpx.Client, subject: str, obj: str, timeout: float) 
     """One fact: seconds until recallable (None if never), and what the write answered."""
     t0 = time.monotonic()
     posted = datetime.now(UTC)
-    r = client.post(
-        "/v1/triples",
-        json={
-            "tenant": TENANT,
-            "triples": [{"subject": subject, "predicate": "USES", "object": obj}],
-            "client": "bench",
-        },
-    )
-    r.raise_for_status()
+    try:
+        r = client.post(
+            "/v1/triples",
+            json={
+                "tenant": TENANT,
+                "triples": [{"subject": subject, "predicate": "USES", "object": obj}],
+                "client": "bench",
+            },
+        )
+        r.raise_for_status()
+    except httpx.HTTPError as exc:
+        return {"seconds": None, "error": f"the write failed: {type(exc).__name__}"}
     body = r.json()
     fact = body["triples"][0]["fact_id"]
     ingest = body.get("ingest") or {}
     seconds = None
     while time.monotonic() - t0 < timeout:
-        answer = client.post(
-            "/v1/recall", json={"tenant": TENANT, "query": f"what does {subject} use"}
-        )
+        try:
+            answer = client.post(
+                "/v1/recall", json={"tenant": TENANT, "query": f"what does {subject} use"}
+            )
+        except httpx.HTTPError:
+            time.sleep(0.25)
+            continue
         if answer.status_code == 200 and fact in {f["fact_id"] for f in answer.json()["facts"]}:
             seconds = round(time.monotonic() - t0, 2)
             break

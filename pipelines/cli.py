@@ -622,7 +622,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--warm-now",
         action="store_true",
-        help="start the warm worker with the server, not at the first write (memflow up does)",
+        help="start the warm worker (or load the queue trigger's pipeline) with the server, "
+        "not at the first write (memflow up does)",
     )
     p.set_defaults(func=cmd_serve)
 

@@ -64,11 +64,15 @@ def ingest_trigger(
     cfg: Settings, mode: str = "warm", *, start_now: bool = False
 ) -> IngestTrigger | None:
     """The trigger `memflow serve --ingest MODE` hands the API (None for `off`). The warm
-    worker starts at the first write, or at once with `start_now` (`memflow up`)."""
+    worker starts (the queue trigger loads the pipeline) at the first write, or at once with
+    `start_now` (`memflow up`)."""
     if mode == "off":
         return None
     if mode == "queue":
-        return QueueTrigger(cfg.data_dir)
+        trigger = QueueTrigger(cfg.data_dir)
+        if start_now:
+            trigger.prepare()
+        return trigger
     if mode == "warm":
         return WarmIngestWorker(cfg.data_dir, start=start_now)
     raise ValueError(f"unknown ingest mode {mode!r} (warm | queue | off)")
@@ -126,7 +130,46 @@ class QueueTrigger:
             self._durations.extend(recent_run_seconds(self._instance))
         return self._instance
 
+    def prepare(self) -> None:
+        """Load the code location and open the instance in the background now, so the first
+        write does not wait for them."""
+        threading.Thread(target=self._load, name="memflow-queue-load", daemon=True).start()
+
+    def _load(self) -> None:
+        from pipelines import location
+
+        try:
+            with self._lock:
+                self._open()
+            location.reconstructable_job(JOB).get_definition()
+        except Exception:  # the first write will say what fails
+            log.exception("the queue trigger could not load the pipeline")
+
     def __call__(self, scope: Scope, landed: Path) -> IngestRequest:
+        """The answer within `REPLY_TIMEOUT_S`: a submission still under way then (the pipeline
+        loading) goes on in the background, and the answer says so."""
+        box: dict[str, IngestRequest] = {}
+
+        def submit() -> None:
+            try:
+                box["answer"] = self._submit(scope)
+            except Exception:
+                log.exception("submitting the run of %s failed", scope.key)
+                box["answer"] = IngestRequest(
+                    requested=False, reason="the run could not be submitted: the sensor reads it"
+                )
+
+        worker = threading.Thread(target=submit, name="memflow-queue-submit", daemon=True)
+        worker.start()
+        worker.join(REPLY_TIMEOUT_S)
+        if "answer" in box:
+            return box["answer"]
+        return IngestRequest(
+            requested=True,
+            reason="the tenant's run is being submitted (the pipeline is loading)",
+        )
+
+    def _submit(self, scope: Scope) -> IngestRequest:
         from dagster import DagsterRunStatus, RunsFilter
 
         from assets.partitions import TENANTS

@@ -314,7 +314,7 @@ def up(cfg: Settings, options: UpOptions, out: IO[str] | None = None) -> int:
     env["MEMFLOW_API_URL"] = api_url
     serve = [sys.executable, "-m", "pipelines.cli", "serve", "--host", options.host]
     serve += ["--port", str(options.api_port), "--ingest", options.ingest]
-    if options.ingest == "warm":
+    if options.ingest != "off":
         serve.append("--warm-now")
     if options.public_metrics:
         serve.append("--public-metrics")
