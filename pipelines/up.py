@@ -98,8 +98,29 @@ def start_child(
             stdout=fh,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stopped as a whole
+            preexec_fn=_death_signal(),
         )
     return Child(name, process, log)
+
+
+def _death_signal() -> Callable[[], None] | None:
+    """What the child runs before it starts: SIGTERM to it when `memflow up` dies, even by
+    SIGKILL (Linux's PR_SET_PDEATHSIG; the Dagster processes' own children follow their parents
+    through Dagster's heartbeats, the warm worker through its pipe). None elsewhere. libc is
+    found here, in the parent: nothing but the system call runs between fork and exec."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c") if sys.platform.startswith("linux") else None
+    if not name:
+        return None
+    prctl = ctypes.CDLL(name, use_errno=True).prctl
+    term = int(signal.SIGTERM)
+
+    def set_death_signal() -> None:
+        prctl(1, term, 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+
+    return set_death_signal
 
 
 def stop_child(child: Child, timeout_s: float = STOP_TIMEOUT_S) -> None:
