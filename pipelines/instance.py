@@ -43,6 +43,10 @@ concurrency:
         value:
           applyLimitPerUniqueValue: true
         limit: 1
+# A code server that needs long to load the pipeline on a busy machine (minutes, measured
+# here under load: BENCHMARKS.md "Freshness") is waited for, not given up on after 180 s.
+code_servers:
+  local_startup_timeout: 600
 run_monitoring:
   enabled: true
   start_timeout_seconds: 180
