@@ -18,6 +18,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip uv
 	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[st,dev]'
+	$(BIN)/python -m resources.models.onnx_embeddings --export
 	touch $(STAMP)
 
 ## Bring memflow up: the recall API, the Dagster UI and daemon (landing sensor on), on the state

@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from pipelines.shown import shown
+from schemas.redaction.logs import install_log_redaction
 
 # Nothing heavy at import: `memflow hook` and `memflow mcp` must start fast (polars, Dagster and
 # the models load only in the commands that need them).
@@ -735,6 +736,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    install_log_redaction()
     argv = sys.argv[1:] if argv is None else argv
     direct = _passthrough(argv)
     if direct is not None:

@@ -40,6 +40,7 @@ from resources import home
 from resources.models.base import EmbeddingProvider, ModelError
 from resources.settings import EMBEDDING_SETTINGS, Settings, read_settings_file
 from resources.vector.base import VectorStore
+from schemas.redaction.logs import install_log_redaction
 from schemas.rules import TimeWindow
 
 log = logging.getLogger("recall.server")
@@ -398,6 +399,7 @@ def serve(
     import uvicorn
 
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    install_log_redaction()
     app = create_server_app(
         cfg,
         public_metrics=public_metrics,

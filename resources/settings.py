@@ -213,7 +213,9 @@ DECLARED_SETTINGS: tuple[Declared, ...] = (
         "sentence-transformers",
         str,
         "`none`, `openai` (`/v1/embeddings`), `command`, `sentence-transformers` "
-        "(in-process); " + _MODEL_SETTINGS_NOTE,
+        "(in-process, torch), `onnx` (in-process, ONNX Runtime: the bundled model exported at "
+        "install time into `$XDG_CACHE_HOME/memflow/onnx`, or on first use; same model name "
+        "and vectors as `sentence-transformers`); " + _MODEL_SETTINGS_NOTE,
         CORE,
     ),
     _d("EMBEDDING_URL", "", str, "the embeddings endpoint's base URL", CORE),
