@@ -115,8 +115,11 @@ def _covers(tags: Mapping[str, str], key: str, ordered: list[str]) -> bool:
 class QueueTrigger:
     """Submits the tenant's run to the daemon's run queue (or joins a queued one)."""
 
-    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, data_dir: str | os.PathLike[str], *, reply_timeout_s: float = REPLY_TIMEOUT_S
+    ) -> None:
         self.data_dir = str(data_dir)
+        self.reply_timeout_s = reply_timeout_s
         self._instance: Any = None
         self._lock = threading.Lock()
         self._durations = _Durations()
@@ -146,8 +149,8 @@ class QueueTrigger:
             log.exception("the queue trigger could not load the pipeline")
 
     def __call__(self, scope: Scope, landed: Path) -> IngestRequest:
-        """The answer within `REPLY_TIMEOUT_S`: a submission still under way then (the pipeline
-        loading) goes on in the background, and the answer says so."""
+        """The answer within `reply_timeout_s`: a submission still under way then (the
+        pipeline loading) goes on in the background, and the answer says so."""
         box: dict[str, IngestRequest] = {}
 
         def submit() -> None:
@@ -161,7 +164,7 @@ class QueueTrigger:
 
         worker = threading.Thread(target=submit, name="memflow-queue-submit", daemon=True)
         worker.start()
-        worker.join(REPLY_TIMEOUT_S)
+        worker.join(self.reply_timeout_s)
         if "answer" in box:
             return box["answer"]
         return IngestRequest(

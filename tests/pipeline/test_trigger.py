@@ -20,6 +20,7 @@ from tests.pipeline.landing_fixtures import save, write_jsonl
 
 pytestmark = pytest.mark.slow
 API = Scope("acme", "api")
+WAIT_S = 600.0  # the queue trigger's answer waits for the pipeline to load (a busy machine)
 
 
 @pytest.fixture
@@ -112,7 +113,7 @@ def _status(instance, run_id: str | None) -> str | None:
 def test_the_queue_trigger_asks_for_nothing_without_a_daemon(cfg) -> None:
     from pipelines.trigger import QueueTrigger
 
-    trigger = QueueTrigger(cfg.data_dir)
+    trigger = QueueTrigger(cfg.data_dir, reply_timeout_s=WAIT_S)
     try:
         answer = trigger(API, land(cfg, "a.jsonl", "PostgreSQL"))
     finally:
@@ -127,7 +128,7 @@ def test_the_queue_trigger_queues_a_run_of_the_block_and_joins_it(
     from pipelines.trigger import QueueTrigger
 
     monkeypatch.setattr(trigger_module, "daemon_alive", lambda instance: True)
-    trigger = QueueTrigger(cfg.data_dir)
+    trigger = QueueTrigger(cfg.data_dir, reply_timeout_s=WAIT_S)
     try:
         first = trigger(API, land(cfg, "a.jsonl", "PostgreSQL"))
         again = trigger(API, land(cfg, "b.jsonl", "Redis"))
@@ -141,3 +142,42 @@ def test_the_queue_trigger_queues_a_run_of_the_block_and_joins_it(
     assert queued.status.value == "QUEUED"
     assert queued.tags[BLOCK_TAG] == "0" and queued.tags[SOURCE_TAG] == "api"
     assert queued.remote_job_origin.location_name == "pipelines.definitions"
+
+
+def test_a_slow_submission_answers_at_once_and_goes_on_in_the_background(
+    cfg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from pipelines.trigger import QueueTrigger
+
+    trigger = QueueTrigger(cfg.data_dir, reply_timeout_s=0.1)
+    release, submitted = threading.Event(), threading.Event()
+
+    def slow_submit(scope: Scope):
+        release.wait(60)
+        submitted.set()
+        return trigger_answer
+
+    trigger_answer = object()
+    monkeypatch.setattr(trigger, "_submit", slow_submit)
+    answer = trigger(API, land(cfg, "a.jsonl", "PostgreSQL"))
+    assert answer.requested and answer.run_id is None and "being submitted" in answer.reason
+    assert not submitted.is_set()
+    release.set()
+    assert submitted.wait(60)  # the submission was not abandoned
+
+
+def test_a_failed_submission_says_the_sensor_reads_the_file(
+    cfg, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipelines.trigger import QueueTrigger
+
+    trigger = QueueTrigger(cfg.data_dir, reply_timeout_s=WAIT_S)
+
+    def broken(scope: Scope):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(trigger, "_submit", broken)
+    answer = trigger(API, land(cfg, "a.jsonl", "PostgreSQL"))
+    assert not answer.requested and "sensor" in (answer.reason or "")
