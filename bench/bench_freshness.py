@@ -17,8 +17,11 @@ The bench posts one fact for a new tenant (`cold`: the tenant's first run), then
 facts one after the other for the same tenant, each polled with `POST /v1/recall` every 0.25 s
 until its fact id comes back (404 until the tenant's sinks ran once), giving up after
 `--timeout` s. It reports per mode the seconds of each fact, p50 and p95 of the warm ones, how
-far the write's `expected_by` was from the truth, the runs (job, source, status) and the load
-average, and writes `bench/results/freshness.json`. Exit status 1 when a fact never became
+far the write's `expected_by` was from the truth, the runs (job, source, status), the load
+average, and the CPU seconds the whole system (memflow up's process tree, runs it reaped
+included) spent from each write until its fact came back: on a shared, loaded machine the wall
+seconds say how busy the host was, the CPU seconds what one fact costs. It writes
+`bench/results/freshness.json`. Exit status 1 when a fact never became
 recallable. Modes run one after the other in the order given; on a shared machine compare them
 within one run only.
 """
@@ -49,6 +52,7 @@ import httpx  # noqa: E402
 RESULTS = ROOT / "bench" / "results" / "freshness.json"
 TENANT = "fresh/bench"
 TARGET_P50_S, TARGET_P95_S = 10.0, 30.0
+SUMMARY = ("up_ready_s", "p50_s", "p95_s", "cpu_p50_s", "cpu_p95_s", "expected_by_median_late_s")
 
 
 def _free_port() -> int:
@@ -85,8 +89,31 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return round(ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))], 2)
 
 
-def post_and_wait(client: httpx.Client, subject: str, obj: str, timeout: float) -> dict[str, Any]:
-    """One fact: seconds until recallable (None if never), and what the write answered."""
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of a process and every descendant, those it already reaped included."""
+    import psutil
+
+    total = 0.0
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return total
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def post_and_wait(
+    client: httpx.Client, subject: str, obj: str, timeout: float, pid: int
+) -> dict[str, Any]:
+    """One fact: seconds until recallable (None if never), the system's CPU seconds meanwhile,
+    and what the write answered."""
+    cpu0 = tree_cpu_s(pid)
     t0 = time.monotonic()
     posted = datetime.now(UTC)
     try:
@@ -124,8 +151,9 @@ def post_and_wait(client: httpx.Client, subject: str, obj: str, timeout: float) 
     if seconds is not None and expected:
         promised = (datetime.fromisoformat(expected) - posted).total_seconds()
         error = round(seconds - promised, 2)
-    return {"seconds": seconds, "requested": ingest.get("requested"),
-            "reason": ingest.get("reason"), "late_by_s": error}  # fmt: skip
+    return {"seconds": seconds, "cpu_s": round(tree_cpu_s(pid) - cpu0, 2),
+            "requested": ingest.get("requested"), "reason": ingest.get("reason"),
+            "late_by_s": error, "load": os.getloadavg()[0]}  # fmt: skip
 
 
 def runs_of(home: Path) -> list[dict[str, Any]]:
@@ -172,13 +200,19 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
             timeout=30,
         ) as client:
             result["load_before"] = os.getloadavg()
-            result["cold"] = post_and_wait(client, "ledger-service", "PostgreSQL", args.timeout)
+            result["cold"] = post_and_wait(
+                client, "ledger-service", "PostgreSQL", args.timeout, up.pid
+            )
             print(f"[{mode}] cold: {result['cold']['seconds']} s", flush=True)
             warm = []
             for i in range(args.facts):
-                one = post_and_wait(client, f"worker-{i}", f"queue-{i}", args.timeout)
+                one = post_and_wait(client, f"worker-{i}", f"queue-{i}", args.timeout, up.pid)
                 warm.append(one)
-                print(f"[{mode}] fact {i + 1}: {one['seconds']} s", flush=True)
+                print(
+                    f"[{mode}] fact {i + 1}: {one['seconds']} s, CPU {one['cpu_s']} s, "
+                    f"load {one['load']:.1f}",
+                    flush=True,
+                )
                 if one["seconds"] is None:
                     break
                 time.sleep(args.pause)
@@ -187,6 +221,9 @@ def measure(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         result["warm"] = warm
         result["p50_s"] = percentile(seconds, 0.5)
         result["p95_s"] = percentile(seconds, 0.95)
+        cpu = [w["cpu_s"] for w in warm if w["seconds"] is not None]
+        result["cpu_p50_s"] = percentile(cpu, 0.5)
+        result["cpu_p95_s"] = percentile(cpu, 0.95)
         late = [w["late_by_s"] for w in warm if w["late_by_s"] is not None]
         result["expected_by_median_late_s"] = round(statistics.median(late), 2) if late else None
         result["all_recallable"] = (
@@ -227,8 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
     summary = {
-        m: {k: r.get(k) for k in ("up_ready_s", "p50_s", "p95_s", "expected_by_median_late_s")}
-        | {"cold_s": r.get("cold", {}).get("seconds")}
+        m: {k: r.get(k) for k in SUMMARY} | {"cold_s": r.get("cold", {}).get("seconds")}
         for m, r in report["modes"].items()
     }
     print(json.dumps(summary, indent=2))
