@@ -70,7 +70,7 @@ lint: $(STAMP)
 ## (read only), with the run queue's one-run-per-block rule; the model settings re-read from
 ## .env at every run.
 dev: $(STAMP)
-	$(BIN)/memflow dev --landing landing-sample --data $(SAMPLE_DATA)
+	$(BIN)/memflow dev --create --landing landing-sample --data $(SAMPLE_DATA)
 
 serve: $(STAMP)
 	$(BIN)/memflow serve

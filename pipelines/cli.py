@@ -475,10 +475,18 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serves(args: argparse.Namespace) -> Settings:
+    """The paths `memflow up` and `memflow dev` start servers on: the state home's own are
+    created; a named one that does not exist is an error (a typo), unless `--create`."""
+    if args.create:
+        return _settings(args, create=(DATA, LANDING))
+    return _settings(args, must_exist=(DATA, LANDING), create_default=(DATA, LANDING))
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from pipelines.up import UpOptions, up
 
-    cfg = _settings(args, create=(DATA, LANDING))
+    cfg = _serves(args)
     host, port = _listen(args)
     return up(
         cfg,
@@ -493,10 +501,19 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
 
 
+def _create_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--create",
+        action="store_true",
+        help="create a --data / --landing directory that does not exist (the state home's own "
+        "are created without it)",
+    )
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
     from pipelines.up import UpOptions, dev
 
-    cfg = _settings(args, create=(DATA, LANDING))
+    cfg = _serves(args)
     return dev(
         cfg,
         UpOptions(host=args.host or "127.0.0.1", ui_port=args.ui_port),
@@ -636,6 +653,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, landing=True)
     _api_options(p)
     p.add_argument("--ui-port", type=int, default=3000, help="the Dagster UI's port (3000)")
+    _create_option(p)
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser(
@@ -646,6 +664,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, landing=True)
     p.add_argument("--host", help="default 127.0.0.1")
     p.add_argument("--ui-port", type=int, default=3000, help="the Dagster UI's port (3000)")
+    _create_option(p)
     p.set_defaults(func=cmd_dev)
 
     p = sub.add_parser(

@@ -128,6 +128,9 @@ def _source(name: str, given: Mapping[str, str], file_values: Mapping[str, str])
 def _check_directories(
     values: Mapping[str, str], sources: Mapping[str, str], must_exist: set[str], create: set[str]
 ) -> None:
+    """Every path checked before any is created: a command refused for one mistyped path
+    leaves no new directory behind for another."""
+    missing = []
     for name in PATH_SETTINGS:
         path = Path(values[name])
         if path.exists() and not path.is_dir():
@@ -135,7 +138,7 @@ def _check_directories(
         if path.is_dir():
             continue
         if name in create:
-            path.mkdir(parents=True, exist_ok=True)
+            missing.append(path)
         elif name in must_exist:
             if sources[name].startswith("state home"):
                 raise SettingsError(
@@ -144,8 +147,10 @@ def _check_directories(
                 )
             raise SettingsError(
                 f"the {LABELS[name]} {path} (from the {sources[name]}) does not exist: check "
-                "the path (`memflow up` or `memflow run` creates a new one when asked to)"
+                "the path (`memflow up --create` or `memflow run` creates a new one)"
             )
+    for path in missing:
+        path.mkdir(parents=True, exist_ok=True)
 
 
 def _explain(exc: object) -> str:

@@ -76,7 +76,22 @@ def test_a_read_only_command_refuses_a_data_directory_that_does_not_exist(
         ["rejects", "--tenant", "acme/api"],
         ["erase", "--tenant", "acme/api"],
         ["recall", "--tenant", "acme/api", "q"],
+        ["serve"],
+        ["up"],
+        ["dev"],
     ):
         with pytest.raises(SystemExit, match="does not exist"):
             main([*command, "--data", str(tmp_path / "typo")])
-    assert not (tmp_path / "typo").exists()
+    # nothing created for the other path either (the state home's landing zone)
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "home").exists()
+
+
+def test_up_and_dev_refuse_a_named_landing_zone_that_does_not_exist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MEMFLOW_HOME", str(tmp_path / "home"))
+    (tmp_path / "data").mkdir()
+    for command in (["up"], ["dev"]):
+        with pytest.raises(SystemExit, match=r"typo \(from the flag\) does not exist"):
+            main([*command, "--data", str(tmp_path / "data"), "--landing", str(tmp_path / "typo")])
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "home").exists()
