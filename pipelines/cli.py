@@ -501,7 +501,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     )
 
 
-def _create_option(p: argparse.ArgumentParser) -> None:
+def _dagster_options(p: argparse.ArgumentParser) -> None:
+    """`memflow up`'s and `memflow dev`'s: the UI's port, and whether named paths are created."""
+    p.add_argument("--ui-port", type=int, default=3000, help="the Dagster UI's port (3000)")
     p.add_argument(
         "--create",
         action="store_true",
@@ -652,8 +654,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(p, landing=True)
     _api_options(p)
-    p.add_argument("--ui-port", type=int, default=3000, help="the Dagster UI's port (3000)")
-    _create_option(p)
+    _dagster_options(p)
     p.set_defaults(func=cmd_up)
 
     p = sub.add_parser(
@@ -663,8 +664,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(p, landing=True)
     p.add_argument("--host", help="default 127.0.0.1")
-    p.add_argument("--ui-port", type=int, default=3000, help="the Dagster UI's port (3000)")
-    _create_option(p)
+    _dagster_options(p)
     p.set_defaults(func=cmd_dev)
 
     p = sub.add_parser(
