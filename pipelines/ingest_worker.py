@@ -48,7 +48,14 @@ def tenant_tags(instance: Any, key: str) -> dict[str, str]:
 
 
 def worker_main(conn: Any, data_dir: str) -> None:
-    """The worker process: answer requests at once (a reader thread), run them in order."""
+    """The worker process: answer requests at once (a reader thread), run them in order.
+
+    It leaves the server's process group first: a SIGTERM or Ctrl-C to that group (`memflow
+    up` stopping `memflow serve`) would interrupt the run under way (Dagster marks it failed);
+    the server's `close()` asks the worker to stop after that run instead, and a server that
+    died closes the pipe, which stops it the same way."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
     pending: OrderedDict[str, str] = OrderedDict()  # tenant -> run id of its next run
     state = {"running": None, "since": 0.0, "stop": False}
     lock = threading.Condition()

@@ -152,12 +152,21 @@ def stop_child(child: Child, timeout_s: float = STOP_TIMEOUT_S) -> None:
             p.kill()
 
 
+def _stop_timeout(child: Child) -> float:
+    """The API stops after its warm worker's run under way (`WarmIngestWorker.close`)."""
+    if child.name == "api":
+        from pipelines.trigger import STOP_TIMEOUT_S as WORKER_STOP_S
+
+        return WORKER_STOP_S + STOP_TIMEOUT_S
+    return STOP_TIMEOUT_S
+
+
 def stop_all(children: list[Child]) -> None:
     """Stop every child at once (each in a thread); the API gets its signal first, so no
     write is accepted while the rest stops."""
     for child in children:
         child.remember_descendants()
-    threads = [threading.Thread(target=stop_child, args=(c,)) for c in children]
+    threads = [threading.Thread(target=stop_child, args=(c, _stop_timeout(c))) for c in children]
     for thread in threads:
         thread.start()
         time.sleep(0.05)

@@ -75,6 +75,8 @@ def test_the_warm_worker_ingests_a_write_and_a_write_joins_the_pending_run(cfg) 
         first = worker(API, land(cfg, "a.jsonl", "PostgreSQL"))
         assert first.requested
         assert wait_until(lambda: "PostgreSQL" in objects(cfg))
+        # out of the server's process group: a signal to that group does not interrupt a run
+        assert os.getpgid(worker.pid) == worker.pid != os.getpgid(0)
         # a run of the block under way elsewhere: the worker's next run waits for its lock,
         # and writes meanwhile join the run after it
         held = BlockLocks(cfg.data_dir, [0]).acquire()
