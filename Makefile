@@ -9,7 +9,9 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test test-quick bench bench-quality lint gremlin-start gremlin-stop janusgraph-start \
+SAMPLE_DATA := $(CURDIR)/.memflow
+
+.PHONY: up run test test-quick bench bench-quality lint gremlin-start gremlin-stop janusgraph-start \
 	janusgraph-stop milvus-start milvus-stop postgres-start postgres-stop dev serve sample clean
 
 $(STAMP): pyproject.toml
@@ -19,9 +21,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m resources.models.onnx_embeddings --export
 	touch $(STAMP)
 
-## Ingest the bundled sample landing zone through every asset, then answer a sample recall.
+## Bring memflow up: the recall API, the Dagster UI and daemon (landing sensor on), on the state
+## home's data directory and landing zone (MEMFLOW_HOME, else ~/.local/state/memflow); Ctrl-C
+## stops everything.
+up: $(STAMP)
+	$(BIN)/memflow up
+
+## Ingest the bundled sample landing zone (read, never written) through every asset into
+## ./.memflow, then answer a sample recall.
 run: $(STAMP)
-	$(BIN)/memflow run --recall
+	$(BIN)/memflow run --landing landing-sample --data $(SAMPLE_DATA) --recall
 
 ## Set up and run the whole test suite with every server it needs: TinkerPop's Gremlin Server
 ## (started here), JanusGraph, a Milvus server and PostgreSQL for the Dagster daemon tests
@@ -57,9 +66,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-## The Dagster UI on the same data directory as the CLI.
+## The Dagster UI and daemon (`dagster dev`) on the data directory of `make run` and the sample
+## (read only), with the run queue's one-run-per-block rule; the model settings re-read from
+## .env at every run.
 dev: $(STAMP)
-	DAGSTER_HOME=$${DAGSTER_HOME:-$$PWD/.memflow/dagster} bash -c 'mkdir -p $$DAGSTER_HOME && $(BIN)/dagster dev -w workspace.yaml'
+	$(BIN)/memflow dev --create --landing landing-sample --data $(SAMPLE_DATA)
 
 serve: $(STAMP)
 	$(BIN)/memflow serve

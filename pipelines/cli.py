@@ -7,6 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from pipelines.shown import shown
 from schemas.redaction.logs import install_log_redaction
 
 # Nothing heavy at import: `memflow hook` and `memflow mcp` must start fast (polars, Dagster and
@@ -18,22 +19,66 @@ SAMPLE_QUESTION = "which database does the payments service use?"
 
 
 def _common(p: argparse.ArgumentParser, landing: bool = False) -> None:
-    p.add_argument("--data", help="data directory (default ./.memflow or $MEMFLOW_DATA_DIR)")
-    if landing:
-        p.add_argument("--landing", help="landing zone (default ./landing-sample)")
-
-
-def _settings(args: argparse.Namespace) -> Settings:
-    """The one resolution of this command's settings (flags > env > .env > defaults)."""
-    from pipelines.settings import resolve
-
-    return resolve(
-        {
-            "MEMFLOW_DATA_DIR": getattr(args, "data", None),
-            "MEMFLOW_LANDING_DIR": getattr(args, "landing", None),
-            "MEMFLOW_API_KEYS_FILE": getattr(args, "keys", None),
-        }
+    p.add_argument(
+        "--data",
+        help="data directory (default: the one the state home records, else <home>/data; "
+        "`memflow settings` shows which)",
     )
+    if landing:
+        p.add_argument(
+            "--landing",
+            help="landing zone (default: the one the state home records, else <home>/landing)",
+        )
+
+
+DATA, LANDING = "MEMFLOW_DATA_DIR", "MEMFLOW_LANDING_DIR"
+
+
+def _settings(
+    args: argparse.Namespace,
+    *,
+    must_exist: tuple[str, ...] = (),
+    create: tuple[str, ...] = (),
+    create_default: tuple[str, ...] = (),
+) -> Settings:
+    """The one resolution of this command's settings (flags > env > .env > the state home's
+    record > defaults). `must_exist`: paths the command only reads (a mistyped one is an error,
+    never a new directory); `create`: paths it writes; `create_default`: paths it may create
+    when they are the state home's own."""
+    from pipelines.settings import SettingsError, resolve
+
+    try:
+        return resolve(
+            {
+                DATA: getattr(args, "data", None),
+                LANDING: getattr(args, "landing", None),
+                "MEMFLOW_API_KEYS_FILE": getattr(args, "keys", None),
+            },
+            must_exist=must_exist,
+            create=create,
+            create_default=create_default,
+        )
+    except SettingsError as exc:
+        raise SystemExit(f"memflow: {shown(str(exc))}") from None
+
+
+def _reads_data(args: argparse.Namespace) -> Settings:
+    return _settings(args, must_exist=(DATA,))
+
+
+def _writes_landing(cfg: Settings) -> Settings:
+    """Refuse a landing zone inside a git work tree (the bundled sample, a checkout): agents'
+    turns must never land where they could be committed."""
+    from pipelines.settings import repository_of
+
+    repo = repository_of(cfg.landing_dir)
+    if repo is not None:
+        raise SystemExit(
+            f"memflow: the landing zone {shown(cfg.landing_dir)} holds files tracked by the git "
+            f"work tree {shown(repo)}; memflow writes turns only outside one (the default is the "
+            "state home's; --landing or MEMFLOW_LANDING_DIR name another)"
+        )
+    return cfg
 
 
 def _scope(text: str):
@@ -69,7 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    cfg = _settings(args)
+    cfg = _settings(args, must_exist=(LANDING,), create=(DATA,))
     from pipelines.runner import SURVEY_TENANT, run_all, terminal_progress
     from pipelines.status import format_summary, tenant_summaries
     from resources.tables import TableStore
@@ -81,11 +126,11 @@ def _run(args: argparse.Namespace) -> int:
         tenants=args.tenant or None,
     )
     for problem in outcome.problems:
-        print(f"landing zone: {problem}", file=sys.stderr)
+        print(f"landing zone: {shown(problem)}", file=sys.stderr)
     if not outcome.tenants:
         for failure in outcome.failures:  # the survey's
-            print(failure.line(outcome.dagster_home))
-        print(f"no tenants found under {cfg['MEMFLOW_LANDING_DIR']}", file=sys.stderr)
+            print(shown(failure.line(outcome.dagster_home)))
+        print(f"no tenants found under {shown(cfg['MEMFLOW_LANDING_DIR'])}", file=sys.stderr)
         return 1
     tables = TableStore(cfg["MEMFLOW_DATA_DIR"])
     rows = tenant_summaries(tables, outcome.tenants)
@@ -96,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     print(format_summary(rows))
     for failure in outcome.failures:
-        print(failure.line(outcome.dagster_home))
+        print(shown(failure.line(outcome.dagster_home)))
     tenants = [f for f in outcome.failures if f.tenant != SURVEY_TENANT]
     if tenants:
         print(
@@ -138,22 +183,43 @@ def _recall_print(
 
 
 def cmd_table(args: argparse.Namespace, asset: str, columns: list[str]) -> int:
-    cfg = _settings(args)
+    cfg = _reads_data(args)
     from resources.tables import TableStore
 
     scope = _scope(args.tenant)
     df = TableStore(cfg["MEMFLOW_DATA_DIR"]).read(asset, scope)
     if df is None:
-        print(f"memflow: no {asset} stored for {scope} (run `memflow run` first)", file=sys.stderr)
+        print(
+            f"memflow: no {asset} stored for {shown(scope)} (run `memflow run` first)",
+            file=sys.stderr,
+        )
         return 1
+    if args.limit < 0:
+        raise SystemExit("memflow: --limit must be 0 or more (0: every row)")
+    shown_rows = df if args.limit == 0 else df.head(args.limit)
+    left_out = df.height - shown_rows.height
     if args.json:
-        _print_json(df.to_dicts())
-        return 0
-    import polars as pl
+        _print_json(shown_rows.to_dicts())
+    else:
+        import polars as pl
 
-    with pl.Config(tbl_rows=args.limit, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
-        print(df.select([c for c in columns if c in df.columns]).head(args.limit))
-    print(f"{df.height} rows")
+        printable = shown_rows.select([c for c in columns if c in df.columns]).with_columns(
+            pl.col(c).map_elements(shown, return_dtype=pl.String)
+            for c, t in shown_rows.schema.items()
+            if c in columns and t == pl.String
+        )
+        with pl.Config(
+            tbl_rows=max(printable.height, 1), tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200
+        ):
+            print(printable)
+        print(f"{df.height} rows")
+    if left_out:
+        # on stderr, so `--json` stays one JSON document
+        print(
+            f"memflow: {shown_rows.height} of {df.height} rows shown, {left_out} left out "
+            "(--limit N, or --limit 0 for every row)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -184,7 +250,7 @@ def cmd_rejects(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    cfg = _settings(args)
+    cfg = _reads_data(args)
     from pipelines.status import status
 
     report = status(cfg)
@@ -198,11 +264,16 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
-    """A running `memflow serve` answers when one does (MEMFLOW_API_URL, MEMFLOW_API_KEY): no
-    model or store loads here. Otherwise the stores are read in-process."""
+    """The running system answers when it is up (MEMFLOW_API_URL, else the URL `memflow up`
+    recorded, with MEMFLOW_API_KEY): no model or store loads here. Otherwise the stores are
+    read in-process; `--ranking lexical` then loads no model."""
+    import os
+
     from recall.client import ApiError, ApiUnreachable, ClientSettings, MemflowClient
+    from resources.home import export_home
 
     scope = _scope(args.tenant)
+    export_home(os.environ)
     client_settings = ClientSettings.from_env()
     if client_settings.key and not args.data:
         with MemflowClient(client_settings) as client:
@@ -213,12 +284,12 @@ def cmd_recall(args: argparse.Namespace) -> int:
             except ApiUnreachable:
                 pass  # no server: answer in-process below
             except ApiError as exc:
-                print(f"memflow: {exc}", file=sys.stderr)
+                print(f"memflow: {shown(exc)}", file=sys.stderr)
                 return 1 if exc.status in (404, 409) else 2
             else:
                 return _print_answer(answer, args.question, as_json=args.json)
     return _recall_print(
-        _settings(args),
+        _reads_data(args),
         scope,
         args.question,
         ranking=args.ranking,
@@ -239,7 +310,7 @@ def _print_answer(answer: dict[str, Any], question: str, *, as_json: bool) -> in
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    cfg = _settings(args)
+    cfg = _writes_landing(_settings(args, must_exist=(LANDING,), create_default=(LANDING,)))
     from memflow.importers.claude_code import import_claude_code
     from memflow.importers.codex import import_codex
     from memflow.importers.common import ImportSettings
@@ -250,48 +321,80 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(report.as_dict())
     else:
-        print(report.summary())
+        print(shown(report.summary()))
         for problem in report.errors:
-            print(f"  {problem}", file=sys.stderr)
+            print(f"  {shown(problem)}", file=sys.stderr)
     return report.exit_code()  # what this input came to, not what was imported before
 
 
 def _passthrough(argv: list[str]) -> int | None:
     """`memflow hook ...` and `memflow mcp ...` start light (no Dagster, no .env of the agent's
-    project directory): they are dispatched before any settings are resolved."""
-    if argv and argv[0] == "hook":
+    project directory): they are dispatched before any settings are resolved, with the state
+    home's paths and API URL in the environment where nothing else names them (an agent
+    starts them in its project directory, where a relative path means nothing)."""
+    if not argv or argv[0] not in ("hook", "mcp"):
+        return None
+    import os
+
+    from resources.home import export_home
+
+    export_home(os.environ)
+    if argv[0] == "hook":
         from recall.hooks import main as hook_main
 
         return hook_main(argv[1:])
-    if argv and argv[0] == "mcp":
-        from recall.mcp_server import main as mcp_main
+    from pipelines.mcp import main as mcp_main
 
-        return mcp_main(argv[1:])
-    return None
+    return mcp_main(argv[1:])
+
+
+def _listen(args: argparse.Namespace) -> tuple[str, int]:
+    """`--host`/`--port`, else the host and port of MEMFLOW_API_URL (the URL the clients use),
+    else 127.0.0.1:8080."""
+    from urllib.parse import urlsplit
+
+    from resources.settings import client_env
+
+    url = urlsplit(client_env().api_url)
+    try:
+        port = url.port
+    except ValueError:
+        port = None
+    return args.host or url.hostname or "127.0.0.1", args.port or port or 8080
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import os
     from pathlib import Path
+
+    from resources.settings import SETTINGS_FILE, env_path
 
     # The file SIGHUP re-reads: the deployment's MEMFLOW_SETTINGS_FILE, else the `.env` that
     # resolution reads (which then exports MEMFLOW_SETTINGS_FILE empty).
-    settings_file = Path(os.environ.get("MEMFLOW_SETTINGS_FILE") or ".env").absolute()
-    cfg = _settings(args)
+    settings_file = Path(env_path(SETTINGS_FILE) or ".env").absolute()
+    cfg = _settings(args, must_exist=(DATA, LANDING), create_default=(DATA, LANDING))
+    _writes_landing(cfg)
+    host, port = _listen(args)
+    from pipelines.trigger import ingest_trigger
     from recall.server import serve
 
     serve(
         cfg,
-        args.host,
-        args.port,
+        host,
+        port,
         public_metrics=args.public_metrics,
         settings_file=settings_file,
+        ingest_trigger=ingest_trigger(cfg, args.ingest, start_now=args.warm_now),
     )
     return 0
 
 
-def _keys_path(args: argparse.Namespace) -> str:
-    return str(_settings(args).keys_file)
+def _keys_path(args: argparse.Namespace, *, create: bool = False) -> str:
+    if getattr(args, "keys", None):
+        return str(_settings(args).keys_file)
+    # the default keys file is in the data directory: it must exist (`keys add` may create the
+    # state home's own)
+    policy = {"create_default": (DATA,)} if create else {}
+    return str(_settings(args, must_exist=(DATA,), **policy).keys_file)
 
 
 def cmd_keys_list(args: argparse.Namespace) -> int:
@@ -305,7 +408,7 @@ def cmd_keys_remove(args: argparse.Namespace) -> int:
     from recall.auth import remove_key
 
     if not remove_key(_keys_path(args), args.key_id):
-        print(f"memflow: no key {args.key_id}", file=sys.stderr)
+        print(f"memflow: no key {shown(args.key_id)}", file=sys.stderr)
         return 1
     return 0
 
@@ -313,15 +416,15 @@ def cmd_keys_remove(args: argparse.Namespace) -> int:
 def cmd_keys_add(args: argparse.Namespace) -> int:
     from recall.auth import add_key
 
-    path = _keys_path(args)
+    path = _keys_path(args, create=True)
     key = add_key(path, args.org, args.repos, metrics=args.metrics, admin=args.admin)
     print(key)
-    print(f"stored its SHA-256 in {path}; the key is shown only once", file=sys.stderr)
+    print(f"stored its SHA-256 in {shown(path)}; the key is shown only once", file=sys.stderr)
     return 0
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    cfg = _settings(args)
+    cfg = _reads_data(args)
     from pipelines.migrate import migrate
     from pipelines.runner import instance_for, quiet_dagster
 
@@ -337,13 +440,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_vectors_prune(args: argparse.Namespace) -> int:
-    import os
     from pathlib import Path
+
+    from resources.settings import SETTINGS_FILE, env_path
 
     # The file the code location (and a reloaded `memflow serve`) reads its models from: its
     # current and previous models are kept too. Read before resolution exports it empty.
-    settings_file = Path(os.environ.get("MEMFLOW_SETTINGS_FILE") or ".env").absolute()
-    cfg = _settings(args)
+    settings_file = Path(env_path(SETTINGS_FILE) or ".env").absolute()
+    cfg = _reads_data(args)
     from pipelines.vector_prune import PruneRefused, prune_vectors
 
     tenants = [_scope(t) for t in args.tenant or []]
@@ -360,6 +464,118 @@ def cmd_vectors_prune(args: argparse.Namespace) -> int:
         return 2
     print("\n".join(report.lines()))
     return 1 if report.failed else 0
+
+
+def _serves(args: argparse.Namespace) -> Settings:
+    """The paths `memflow up` and `memflow dev` start servers on: the state home's own are
+    created; a named one that does not exist is an error (a typo), unless `--create`."""
+    if args.create:
+        return _settings(args, create=(DATA, LANDING))
+    return _settings(args, must_exist=(DATA, LANDING), create_default=(DATA, LANDING))
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from pipelines.up import UpOptions, up
+
+    cfg = _serves(args)
+    host, port = _listen(args)
+    return up(
+        cfg,
+        UpOptions(
+            host=host,
+            api_port=port,
+            ui_port=args.ui_port,
+            public_metrics=args.public_metrics,
+            settings_file=_explicit_settings_file(),
+            ingest=args.ingest,
+        ),
+    )
+
+
+def _dagster_options(p: argparse.ArgumentParser) -> None:
+    """`memflow up`'s and `memflow dev`'s: the UI's port, and whether named paths are created."""
+    p.add_argument("--ui-port", type=int, default=3000, help="the Dagster UI's port (3000)")
+    p.add_argument(
+        "--create",
+        action="store_true",
+        help="create a --data / --landing directory that does not exist (the state home's own "
+        "are created without it)",
+    )
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    from pipelines.up import UpOptions, dev
+
+    cfg = _serves(args)
+    return dev(
+        cfg,
+        UpOptions(host=args.host or "127.0.0.1", ui_port=args.ui_port),
+        settings_file=_explicit_settings_file() or _dotenv_settings_file(),
+    )
+
+
+def _explicit_settings_file() -> str:
+    """MEMFLOW_SETTINGS_FILE as the user set it (read before resolution exports it empty),
+    absolute; "" when it is not set."""
+    from pathlib import Path
+
+    from resources.settings import SETTINGS_FILE, env_path
+
+    value = env_path(SETTINGS_FILE)
+    return str(Path(value).expanduser().absolute()) if value else ""
+
+
+def _dotenv_settings_file() -> str:
+    """The working directory's `.env` (what `dagster dev` re-reads models from), if any."""
+    from pathlib import Path
+
+    path = Path(".env").absolute()
+    return str(path) if path.is_file() else ""
+
+
+def cmd_erase(args: argparse.Namespace) -> int:
+    cfg = _writes_landing(_reads_data(args))  # never deletes files git tracks
+    from pipelines.erase import erase_tenant, format_report
+
+    scope = _scope(args.tenant)
+    report = erase_tenant(cfg, scope, apply=args.yes, shared_runs=args.with_shared_runs)
+    if args.json:
+        _print_json(report.as_json())
+    else:
+        print(format_report(report, applied=args.yes))
+    return 1 if report.problems else 0
+
+
+def cmd_settings(args: argparse.Namespace) -> int:
+    from resources.settings import configuration_table
+
+    if args.markdown:
+        print(configuration_table())
+        return 0
+    cfg = _settings(args)
+    from pipelines.settings import describe
+
+    if args.json:
+        _print_json(describe(cfg))
+    else:
+        for row in describe(cfg):
+            print(f"{row['name']:<34} {shown(row['value'])}   ({row['source']})")
+    return 0
+
+
+def _api_options(p: argparse.ArgumentParser) -> None:
+    """Where the API listens and what a write does (`memflow serve` and `memflow up`)."""
+    p.add_argument("--host", help="default: MEMFLOW_API_URL's host, else 127.0.0.1")
+    p.add_argument("--port", type=int, help="the API's port (default: MEMFLOW_API_URL's, 8080)")
+    p.add_argument("--public-metrics", action="store_true", help="serve /metrics without a key")
+    p.add_argument(
+        "--ingest",
+        choices=("warm", "queue", "off"),
+        default="warm",
+        help="what a write does to ingest its tenant at once: `warm` runs it in a worker "
+        "process of the API that keeps the pipeline loaded (default), `queue` submits it to "
+        "the Dagster daemon's run queue, `off` leaves it to the landing sensor",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -386,14 +602,14 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--tenant", required=True, help="ORG/REPO")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=int, default=50, help="rows shown (0: all); default 50")
     p.set_defaults(func=cmd_facts)
 
     p = sub.add_parser("rejects", help="print a tenant's quarantined rows and reasons")
     _common(p)
     p.add_argument("--tenant", required=True, help="ORG/REPO")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=int, default=50, help="rows shown (0: all); default 50")
     p.set_defaults(func=cmd_rejects)
 
     p = sub.add_parser("status", help="tables, stores and embedding coverage per tenant")
@@ -412,11 +628,62 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="run the recall HTTP API")
     _common(p, landing=True)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
+    _api_options(p)
     p.add_argument("--keys", help="API keys file (default <data>/api-keys.json)")
-    p.add_argument("--public-metrics", action="store_true", help="serve /metrics without a key")
+    p.add_argument(
+        "--warm-now",
+        action="store_true",
+        help="start the warm worker (or load the queue trigger's pipeline) with the server, "
+        "not at the first write (memflow up does)",
+    )
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser(
+        "up",
+        help="bring memflow up: the recall API, the Dagster UI and daemon (landing sensor on), "
+        "on one data directory and landing zone; Ctrl-C stops everything",
+    )
+    _common(p, landing=True)
+    _api_options(p)
+    _dagster_options(p)
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser(
+        "dev",
+        help="the Dagster UI and daemon (`dagster dev`) on the resolved data directory and "
+        "landing zone",
+    )
+    _common(p, landing=True)
+    p.add_argument("--host", help="default 127.0.0.1")
+    _dagster_options(p)
+    p.set_defaults(func=cmd_dev)
+
+    p = sub.add_parser(
+        "erase",
+        help="erase everything memflow holds for a tenant (a dry run that reports what would "
+        "go, unless --yes)",
+    )
+    _common(p, landing=True)
+    p.add_argument("--tenant", required=True, help="ORG/REPO")
+    p.add_argument("--yes", action="store_true", help="erase (default: only report)")
+    p.add_argument(
+        "--with-shared-runs",
+        action="store_true",
+        help="also delete the Dagster runs that covered this tenant among others (their event "
+        "logs hold its materializations; their history of the other tenants goes too)",
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_erase)
+
+    p = sub.add_parser(
+        "settings", help="every setting this command resolves, its value and where it came from"
+    )
+    _common(p, landing=True)
+    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--markdown", action="store_true", help="the README's configuration table, generated"
+    )
+    p.set_defaults(func=cmd_settings)
 
     p = sub.add_parser("keys", help="manage API keys")
     keys = p.add_subparsers(dest="keys_command", required=True)

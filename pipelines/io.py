@@ -27,6 +27,8 @@ import polars as pl
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 
 from assets.partitions import scope_of
+from resources.home import resolved_dir
+from resources.settings import DATA_SETTING
 from resources.tables import TableStore
 from schemas import tables
 
@@ -110,10 +112,11 @@ def _run_id(context: InputContext | OutputContext) -> str | None:
 
 
 class ParquetTablesIOManager(ConfigurableIOManager):
-    data_dir: str = ".memflow"
+    data_dir: str = ""
 
     def _store(self) -> TableStore:
-        return TableStore(self.data_dir)
+        # empty: the state home's data directory, never one relative to the process's cwd
+        return TableStore(resolved_dir(DATA_SETTING, self.data_dir))
 
     def handle_output(self, context: OutputContext, obj: object) -> None:
         asset = context.asset_key.path[-1]

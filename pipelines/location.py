@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from dagster import DagsterInstance
+from dagster import DagsterInstance, DagsterRun
 from dagster._core.definitions.reconstruct import ReconstructableJob, ReconstructableRepository
 from dagster._core.definitions.repository_definition import SINGLETON_REPOSITORY_NAME
 from dagster._core.execution.api import execute_run
@@ -55,21 +55,38 @@ def reconstructable_job(job_name: str, working_directory: str | None = None) -> 
     return repository.get_reconstructable_job(job_name)
 
 
+def create(
+    job_name: str,
+    instance: DagsterInstance,
+    *,
+    run_config: Mapping[str, Any] | None = None,
+    tags: Mapping[str, str] | None = None,
+    run_id: str | None = None,
+) -> tuple[ReconstructableJob, DagsterRun]:
+    """A run of the code location's job `job_name`, recorded (NOT_STARTED) with the origin
+    `dagster dev` gives the location: `execute` runs it here, or the run queue launches it
+    (`DagsterInstance.submit_run`)."""
+    recon = reconstructable_job(job_name)
+    run = instance.create_run_for_job(
+        job_def=recon.get_definition(),
+        run_id=run_id,
+        run_config=dict(run_config or {}),
+        tags=dict(tags or {}),
+        remote_job_origin=job_origin(job_name),
+        job_code_origin=recon.get_python_origin(),
+    )
+    return recon, run
+
+
 def execute(
     job_name: str,
     instance: DagsterInstance,
     *,
     run_config: Mapping[str, Any] | None = None,
     tags: Mapping[str, str] | None = None,
+    run_id: str | None = None,
 ) -> JobExecutionResult:
     """Run the code location's job `job_name` in this process, recorded as a run of the
     location (re-executable from the UI); never raises for a failed step."""
-    recon = reconstructable_job(job_name)
-    run = instance.create_run_for_job(
-        job_def=recon.get_definition(),
-        run_config=dict(run_config or {}),
-        tags=dict(tags or {}),
-        remote_job_origin=job_origin(job_name),
-        job_code_origin=recon.get_python_origin(),
-    )
+    recon, run = create(job_name, instance, run_config=run_config, tags=tags, run_id=run_id)
     return execute_run(recon, run, instance, raise_on_error=False)

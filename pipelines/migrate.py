@@ -198,15 +198,9 @@ def observed_extraction_identity(instance: Any) -> str | None:
 
 
 def configured_extraction_identity() -> str:
-    from resources.configurable import ExtractionModelResource
+    from resources.settings import Settings
 
-    env = os.environ
-    return ExtractionModelResource(
-        provider=env.get("MEMFLOW_EXTRACTOR", "none") or "none",
-        base_url=env.get("MEMFLOW_EXTRACTION_URL", ""),
-        model=env.get("MEMFLOW_EXTRACTION_MODEL", ""),
-        command=env.get("MEMFLOW_EXTRACTION_COMMAND", ""),
-    ).identity()
+    return Settings.from_env().extraction().identity()
 
 
 def migrate(

@@ -12,12 +12,12 @@ from typing import Any
 
 from dagster import EnvVar
 
+from pipelines.block_lock import BlockLockedStorage
 from pipelines.io import ParquetTablesIOManager
 from resources.configurable import (
     EmbeddingModelResource,
     ExtractionModelResource,
     GraphStoreResource,
-    Storage,
     VectorStoreResource,
 )
 from resources.settings import EMBEDDING_SETTINGS, EXTRACTION_SETTINGS, SETTINGS_FILE
@@ -27,7 +27,8 @@ def env_resources() -> dict[str, Any]:
     data_dir = EnvVar("MEMFLOW_DATA_DIR")
     return {
         "tables": ParquetTablesIOManager(data_dir=data_dir),
-        "storage": Storage(
+        # Storage that holds the run's tenant-block locks (one run per block, however started).
+        "storage": BlockLockedStorage(
             landing_dir=EnvVar("MEMFLOW_LANDING_DIR"),
             data_dir=data_dir,
             retention_days=EnvVar.int("MEMFLOW_RETENTION_DAYS"),

@@ -14,7 +14,6 @@ the range it held back is rerun as an `ingest_job` run.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -28,9 +27,17 @@ from dagster import DagsterInstance
 from assets.partitions import TENANTS
 from memflow import landing
 from pipelines import location
-from pipelines.batches import MAX_TENANTS, SOURCE_TAG, batch_ranges, run_tags, split_range
-from pipelines.event_log import INSTANCE_YAML
+from pipelines.batches import (
+    BLOCK_TAG,
+    MAX_TENANTS,
+    SOURCE_TAG,
+    batch_ranges,
+    run_tags,
+    split_range,
+)
+from pipelines.instance import ensure_instance_config
 from pipelines.jobs import SURVEY
+from pipelines.progress import watch_run
 from resources.tables import TableStore
 from schemas.scope import Scope
 from schemas.tables import Asset
@@ -76,13 +83,10 @@ EVENT_BATCH_SIZE = "500"
 
 def instance_for(data_dir: str) -> DagsterInstance:
     home = os.environ.get("DAGSTER_HOME") or str(Path(data_dir, "dagster").resolve())
-    Path(home).mkdir(parents=True, exist_ok=True)
-    config = Path(home, "dagster.yaml")
-    if not config.exists():
-        # Local by design: no telemetry, and no first-run banner in the CLI's output; events in
-        # the SQLite event log with kept connections (pipelines/event_log.py).
-        base = Path(home, "history", "runs").resolve()
-        config.write_text(INSTANCE_YAML.format(base_dir=json.dumps(str(base))))
+    # Local by design: no telemetry, and no first-run banner in the CLI's output; events in
+    # the SQLite event log with kept connections (pipelines/event_log.py); the run queue with
+    # one run per tenant block (pipelines/instance.py).
+    ensure_instance_config(Path(home))
     os.environ["DAGSTER_HOME"] = home
     return DagsterInstance.get()
 
@@ -183,13 +187,10 @@ def run_all(
     while queue:
         first, last = queue.pop(0)
         label = first if first == last else f"{first} .. {last}"
-        say(f"{job} [{label}] ({total} tenants in all)")
-        result = location.execute(
-            job,
-            instance,
-            run_config=QUIET,
-            tags={**run_tags(ordered, first, last), **CLI_TAGS},
-        )
+        tags = {**run_tags(ordered, first, last), **CLI_TAGS}
+        title = f"{job} [{label}] block {tags[BLOCK_TAG]} ({total} tenants in all)"
+        with watch_run(instance, progress, title) as run_id:
+            result = location.execute(job, instance, run_config=QUIET, tags=tags, run_id=run_id)
         outcome.runs += 1
         surveyed, job = job == "run_job", "ingest_job"
         if result.success:
@@ -213,7 +214,8 @@ def run_all(
 
 
 def terminal_progress() -> Callable[[str], None] | None:
-    """Progress lines on a terminal; nothing in CI logs or pipes."""
-    if not sys.stderr.isatty() or os.environ.get("CI"):
-        return None
-    return lambda msg: print(msg, file=sys.stderr, flush=True)
+    """Progress lines on stderr, on a terminal and in a log or a pipe alike (flushed per
+    line), each stage of each run with its run id and tenant block (`pipelines.progress`)."""
+    from pipelines.shown import shown
+
+    return lambda msg: print(shown(msg), file=sys.stderr, flush=True)

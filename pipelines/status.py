@@ -214,6 +214,90 @@ def store_counts(scopes: list[Scope], cfg: Settings) -> dict[str, dict]:
     return out
 
 
+def awaiting_extraction(cfg: Settings) -> int:
+    """Text turns of every tenant that wait for an extractor (the extraction log's rows of the
+    model `none`), from the tables' footers and one column."""
+    tables = TableStore(cfg.data_dir)
+    scopes = tables.scopes(Asset.EXTRACTION_LOG)
+    if not scopes:
+        return 0
+    counts = _rows_per_tenant(tables, Asset.EXTRACTION_LOG, scopes, pl.col("model") == "none")
+    return sum(counts.values())
+
+
+def system_status(cfg: Settings) -> dict[str, Any]:
+    """The state home's view: what it records, which memflow processes run, and every one that
+    works on another data directory or landing zone than these settings."""
+    from resources import home
+
+    try:
+        record = home.read_record(cfg.home)
+        recorded = (
+            None
+            if record is None
+            else {
+                "data_dir": record.data_dir,
+                "landing_dir": record.landing_dir,
+                "api_url": record.api_url,
+                "ui_url": record.ui_url,
+                "written_by": record.written_by,
+            }
+        )
+        record_problem = None
+    except home.RecordError as exc:
+        recorded, record_problem = None, str(exc)
+    running = home.running(cfg.home)
+    return {
+        "home": str(cfg.home),
+        "landing_dir": str(cfg.landing_dir),
+        "data_dir": str(cfg.data_dir),
+        "recorded": recorded,
+        "record_problem": record_problem,
+        "processes": [
+            {
+                "role": e.role,
+                "pid": e.pid,
+                "data_dir": e.data_dir,
+                "landing_dir": e.landing_dir,
+                "api_url": e.api_url,
+                "ui_url": e.ui_url,
+            }
+            for e in running
+        ],
+        "conflicts": home.conflicts(running, str(cfg.data_dir), str(cfg.landing_dir)),
+        "extractor": cfg["MEMFLOW_EXTRACTOR"].strip().lower() or "none",
+        "text_turns_awaiting_extraction": awaiting_extraction(cfg),
+    }
+
+
+def format_system(report: dict[str, Any]) -> list[str]:
+    from pipelines.shown import shown
+
+    lines = [
+        f"state home: {shown(report['home'])}",
+        f"landing zone: {shown(report['landing_dir'])}",
+    ]
+    if report["record_problem"]:
+        lines.append(f"  the state home's record is damaged: {shown(report['record_problem'])}")
+    if not report["processes"]:
+        lines.append("running: nothing (memflow up starts the API, the UI and the daemon)")
+    for p in report["processes"]:
+        where = " ".join(f"{k} {p[k]}" for k in ("api_url", "ui_url") if p[k])
+        lines.append(f"running: memflow {p['role']} (pid {p['pid']}) {shown(where)}".rstrip())
+    for line in report["conflicts"]:
+        lines.append(f"  CONFLICT: {shown(line)}")
+    waiting = report["text_turns_awaiting_extraction"]
+    if report["extractor"] == "none":
+        lines.append(
+            f"extraction: none; {waiting} text turns wait for an extractor (set "
+            "MEMFLOW_EXTRACTOR=openai with MEMFLOW_EXTRACTION_URL and MEMFLOW_EXTRACTION_MODEL "
+            "of a local OpenAI-compatible server: docs/agents.md, Extraction)"
+        )
+    else:
+        lines.append(f"extraction: {report['extractor']}; {waiting} text turns wait")
+    return lines
+
+
 def status(cfg: Settings) -> dict[str, Any]:
     from memflow.fact_embedding import fact_vector_table
     from resources.graph.sync import graph_equals_table
@@ -285,18 +369,31 @@ def status(cfg: Settings) -> dict[str, Any]:
 
     legacy = find_legacy(data_dir)
     notes = [legacy.note()] if legacy is not None else []
-    return {"data_dir": data_dir, "embedding_model": model, "tenants": tenants, "notes": notes}
+    return {
+        "data_dir": data_dir,
+        "embedding_model": model,
+        "system": system_status(cfg),
+        "tenants": tenants,
+        "notes": notes,
+    }
 
 
 def format_status(report: dict[str, Any]) -> str:
-    lines = [f"data: {report['data_dir']}   embedding model: {report['embedding_model'] or 'none'}"]
-    lines += [f"note: {note}" for note in report.get("notes", [])]
+    from pipelines.shown import shown
+
+    lines = [
+        f"data: {shown(report['data_dir'])}   embedding model: "
+        f"{shown(report['embedding_model'] or 'none')}"
+    ]
+    lines += [f"note: {shown(note)}" for note in report.get("notes", [])]
+    if "system" in report:
+        lines.extend(format_system(report["system"]))
     for t in report["tenants"]:
         rows = t["tables"]
         g = t["graph"]
         acc = t["accounting"]
         b = acc["triples_balance"]
-        lines.append(f"\n{t['tenant']}")
+        lines.append(f"\n{shown(t['tenant'])}")
         lines.append("  tables: " + ", ".join(f"{k} {v}" for k, v in rows.items()))
         lines.append(
             f"  lines in {acc['lines_in']} = turns {acc['turns']} + rejects "

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from resources.settings import EMBEDDING_SETTINGS, read_settings_file
+from resources.settings import PREVIOUS_MODEL_SETTING as PREVIOUS
 from resources.tables import TableStore
 from resources.vector.base import VectorStore, fact_vectors_key
 from resources.vector.ledger import with_text_hash
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 NOT_COVERED = "kept: the current model does not cover this tenant yet"
 NO_TABLE = "kept: this data directory has no entities table for the tenant"
 FAILED = "failed"  # an outcome "failed: <why>": nothing more of the tenant was deleted
-PREVIOUS = "MEMFLOW_PREVIOUS_EMBEDDING_MODEL"
 
 
 class PruneRefused(ValueError):

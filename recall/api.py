@@ -97,6 +97,7 @@ from recall.requests import (
     RetractionsRequest,
     StoreHealth,
     SubgraphRequest,
+    SystemHealth,
     TenantRef,
     TriplesAccepted,
     TriplesRequest,
@@ -150,6 +151,7 @@ class Api:
         self.metrics = metrics
         self.public_metrics = public_metrics
         self.service: RecallService | None = None
+        self.system_health: Callable[[], SystemHealth] | None = None
         self._known: dict[Scope, float] = {}  # scope -> when it was last seen holding data
         self._holders: dict[RecallService, int] = {}  # service -> requests holding it
         self._holders_lock = threading.Lock()
@@ -257,13 +259,15 @@ def create_app(
     window: TimeWindow | None = None,
     ingest_trigger: IngestTrigger | None = None,
     eraser: TenantEraser | None = None,
+    system_health: Callable[[], SystemHealth] | None = None,
 ) -> FastAPI:
     """The API app. Give a built `service`, or a `service_factory` run at startup (its service
     is closed at shutdown). `on_close` runs at shutdown too (e.g. to close the stores).
     Without `landing_dir` the write endpoints answer 503. `window` is the turns' time window,
     the one ingestion applies (`TimeWindow.from_settings`; default: the settings' defaults).
     `ingest_trigger` is asked for the tenant's run after each write; `eraser` erases a tenant
-    (without one, ``DELETE /v1/tenants/...`` answers 501)."""
+    (without one, ``DELETE /v1/tenants/...`` answers 501); `system_health` adds the state
+    home's processes to `/healthz`."""
     if (service is None) == (service_factory is None):
         raise ValueError("give exactly one of service and service_factory")
     metrics = ApiMetrics()
@@ -279,6 +283,7 @@ def create_app(
         eraser,
     )
     api.service = service
+    api.system_health = system_health
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> Any:
@@ -662,9 +667,16 @@ async def _health(api: Api) -> Health:
         vec_ok = await probe(lambda: vectors.models(PROBE_SCOPE))
         vec_health = StoreHealth(ok=vec_ok, backend=vectors.backend)
     ok = graph_ok and (vec_health is None or vec_health.ok)
+    system = None
+    if api.system_health is not None:
+        try:
+            system = await anyio.to_thread.run_sync(api.system_health)
+        except Exception:  # the stores' health is what this answers first
+            system = None
     return Health(
         status="ok" if ok else "unavailable",
         graph=StoreHealth(ok=graph_ok, backend=graph.backend),
         vectors=vec_health,
         embedding_model=service.current_model,
+        system=system,
     )

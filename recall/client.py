@@ -48,16 +48,13 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from resources.settings import DEFAULTS, KEYS_FILE
+from resources.settings import API_URL_SETTING as URL_SETTING
+from resources.settings import DEFAULTS, KEYS_FILE, client_env, declared, local_env
 from schemas.scope import Scope
 
-URL_SETTING = "MEMFLOW_API_URL"
-KEY_SETTING = "MEMFLOW_API_KEY"
-CONNECT_TIMEOUT_SETTING = "MEMFLOW_API_CONNECT_TIMEOUT_S"
-TIMEOUT_SETTING = "MEMFLOW_API_TIMEOUT_S"
-DEFAULT_URL = "http://127.0.0.1:8080"
-DEFAULT_CONNECT_TIMEOUT_S = 0.25
-DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_URL = declared(URL_SETTING).default
+DEFAULT_CONNECT_TIMEOUT_S = declared("MEMFLOW_API_CONNECT_TIMEOUT_S").parse(None)
+DEFAULT_TIMEOUT_S = declared("MEMFLOW_API_TIMEOUT_S").parse(None)
 USER_AGENT = "memflow-client/1"
 MAX_RESPONSE_BYTES = 16 << 20
 # Asked again once on a fresh connection when a kept-alive one turns out closed; writes never
@@ -81,21 +78,13 @@ class ClientSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ClientSettings:
-        env = os.environ if env is None else env
+        found = client_env(env)  # resources.settings declares the names and their ranges
         return cls(
-            url=(env.get(URL_SETTING) or "").strip() or DEFAULT_URL,
-            key=(env.get(KEY_SETTING) or "").strip() or None,
-            connect_timeout_s=_float(env.get(CONNECT_TIMEOUT_SETTING), DEFAULT_CONNECT_TIMEOUT_S),
-            timeout_s=_float(env.get(TIMEOUT_SETTING), DEFAULT_TIMEOUT_S),
+            url=found.api_url,
+            key=found.api_key,
+            connect_timeout_s=found.connect_timeout_s,
+            timeout_s=found.timeout_s,
         )
-
-
-def _float(value: str | None, default: float) -> float:
-    try:
-        parsed = float(value) if value else default
-    except ValueError:
-        return default
-    return parsed if 0 < parsed < 3600 else default
 
 
 class ApiUnreachable(Exception):
@@ -383,15 +372,11 @@ class LocalStores:
     ) -> LocalStores | None:
         """None when no data directory is usable (absent, or relative when `require_absolute`:
         a hook runs in the agent's project directory, where a relative path means nothing)."""
-        env = os.environ if env is None else env
-        data_dir = (env.get("MEMFLOW_DATA_DIR") or "").strip()
+        found = local_env(env)
+        data_dir = found.data_dir
         if not data_dir or (require_absolute and not os.path.isabs(data_dir)):
             return None
-        return cls(
-            data_dir,
-            (env.get("MEMFLOW_GRAPH_BACKEND") or "sqlite").strip() or "sqlite",
-            (env.get("MEMFLOW_GREMLIN_URL") or "").strip() or cls.gremlin_url,
-        )
+        return cls(data_dir, found.graph_backend, found.gremlin_url or cls.gremlin_url)
 
 
 def local_grant_allows(
@@ -406,8 +391,7 @@ def local_grant_allows(
     the fallback reads what the user running it can read anyway (the data directory)."""
     if not settings.key:
         return True
-    env = os.environ if env is None else env
-    path = (env.get("MEMFLOW_API_KEYS_FILE") or "").strip()
+    path = local_env(env).api_keys_file
     if not path and stores is not None:
         path = os.path.join(stores.data_dir, KEYS_FILE)
     if not path or not os.path.isfile(path):

@@ -357,8 +357,18 @@ class StoreHealth(BaseModel):
     backend: str | None = None
 
 
+class SystemHealth(BaseModel):
+    """The running memflow processes of the server's state home, and every one that works on
+    another data directory or landing zone than this server (paths left out: no key is
+    needed here)."""
+
+    processes: int
+    conflicts: list[str]
+
+
 class Health(BaseModel):
     status: Literal["ok", "unavailable"]
     graph: StoreHealth
     vectors: StoreHealth | None
     embedding_model: str | None
+    system: SystemHealth | None = None

@@ -33,7 +33,10 @@ from fastapi import FastAPI
 
 from recall.api import Api, create_app
 from recall.auth import KeyRing
+from recall.ports import IngestTrigger
+from recall.requests import SystemHealth
 from recall.service import RecallService
+from resources import home
 from resources.models.base import EmbeddingProvider, ModelError
 from resources.settings import EMBEDDING_SETTINGS, Settings, read_settings_file
 from resources.vector.base import VectorStore
@@ -79,15 +82,18 @@ class Built:
                 log.warning("closing failed: %s", type(exc).__name__)
 
 
-def build_service(cfg: Settings, *, warm_up: bool = True, require_model: bool = False) -> Built:
+def build_service(
+    cfg: Settings, *, warm_up: bool = True, require_model: bool = False, names_only: bool = False
+) -> Built:
     """A `RecallService` over the configured graph store, vector store and embedding model.
     With no embedder configured the service answers by names (and `auto` says so).
-    `require_model`: a model that does not answer the warm-up fails the build (a reload)."""
+    `require_model`: a model that does not answer the warm-up fails the build (a reload).
+    `names_only`: the graph alone, no model or vector store is loaded (lexical recall)."""
     closers: list[Callable[[], None]] = []
     graph = cfg.open_graph()
     closers.append(graph.close)
     try:
-        provider = embedder(cfg)
+        provider = None if names_only else embedder(cfg)
         vectors: VectorStore | None = None
         providers: dict[str, EmbeddingProvider] = {}
         if provider is not None:
@@ -323,10 +329,14 @@ def create_server_app(
     public_metrics: bool = False,
     settings_file: str | os.PathLike[str] | None = None,
     reload_grace_s: float = RELOAD_GRACE_S,
+    ingest_trigger: IngestTrigger | None = None,
+    system_health: Callable[[], SystemHealth] | None = None,
 ) -> FastAPI:
     """The API app for these settings; stores are opened at startup, closed at shutdown. Writes
     are checked with the time window ingestion uses (``MEMFLOW_HISTORY_START``, ...).
-    `app.state.reload()` applies `settings_file`'s embedding settings (`ServiceSwitch`)."""
+    `app.state.reload()` applies `settings_file`'s embedding settings (`ServiceSwitch`).
+    `ingest_trigger` is asked for the tenant's run after every write (closed at shutdown when it
+    has a `close`); `system_health` feeds `/healthz`'s `system`."""
     try:
         window = TimeWindow.from_settings(cfg)
     except ValueError as exc:
@@ -338,17 +348,38 @@ def create_server_app(
     if not len(keys):
         log.warning("no API keys in %s yet: every request answers 401 until one is added", path)
     switch = ServiceSwitch(cfg, settings_file, grace_s=reload_grace_s)
+
+    def close() -> None:
+        switch.close()
+        closing = getattr(ingest_trigger, "close", None)
+        if closing is not None:
+            closing()
+
     app = create_app(
         keys=keys,
         service_factory=switch.start,
         landing_dir=str(cfg.landing_dir),
         public_metrics=public_metrics,
-        on_close=switch.close,
+        on_close=close,
         window=window,
+        ingest_trigger=ingest_trigger,
+        system_health=system_health,
     )
     switch.api = app.state.api
     app.state.reload = switch.reload
     return app
+
+
+def system_health_of(cfg: Settings) -> Callable[[], SystemHealth]:
+    """`/healthz`'s view of the state home: how many memflow processes run, and which of them
+    work on another data directory or landing zone than this server."""
+
+    def health() -> SystemHealth:
+        found = home.running(cfg.home)
+        lines = home.conflicts(found, str(cfg.data_dir), str(cfg.landing_dir), paths=False)
+        return SystemHealth(processes=len(found), conflicts=lines)
+
+    return health
 
 
 def serve(
@@ -359,14 +390,23 @@ def serve(
     public_metrics: bool = False,
     log_level: str = "info",
     settings_file: str | os.PathLike[str] | None = None,
+    ingest_trigger: IngestTrigger | None = None,
+    role: str = "serve",
 ) -> None:
     """Run the API on these settings until interrupted; SIGHUP re-reads `settings_file`'s
-    embedding settings."""
+    embedding settings. The process registers in the state home (`resources.home`) while it
+    runs, as `role`."""
     import uvicorn
 
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     install_log_redaction()
-    app = create_server_app(cfg, public_metrics=public_metrics, settings_file=settings_file)
+    app = create_server_app(
+        cfg,
+        public_metrics=public_metrics,
+        settings_file=settings_file,
+        ingest_trigger=ingest_trigger,
+        system_health=system_health_of(cfg),
+    )
     log.info("keys file: %s", cfg.keys_file)
     if hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread():
         # uvicorn handles SIGINT and SIGTERM only. Installed without a settings file too:
@@ -374,4 +414,14 @@ def serve(
         signal.signal(signal.SIGHUP, ReloadSignal(app.state.reload).handler)
         if settings_file:
             log.info("SIGHUP re-reads the embedding settings of %s", settings_file)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    entry = home.register(
+        cfg.home,
+        role,
+        cfg.data_dir,
+        cfg.landing_dir,
+        api_url=f"http://{home.url_host(host)}:{port}",
+    )
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    finally:
+        home.unregister(cfg.home, entry)

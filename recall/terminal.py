@@ -50,7 +50,8 @@ def recall_once(
     except ValueError:
         print(f"memflow: --as-of {as_of!r} is not an ISO-8601 time", file=sys.stderr)
         return 2
-    built = build_service(cfg)
+    # lexical ranking reads the graph only: no model loads (a few hundred ms, not seconds)
+    built = build_service(cfg, names_only=ranking == "lexical")
     try:
         counts = built.service.graph.counts(scope)
         if not counts["entities"] and not counts["facts"]:

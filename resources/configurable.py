@@ -8,16 +8,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dagster import ConfigurableResource, InitResourceContext
-from pydantic import Field, PrivateAttr
+from dagster import ConfigurableResource, EnvVar, InitResourceContext
+from pydantic import Field, PrivateAttr, field_validator
 
 from resources.graph.base import GraphStore
+from resources.home import resolved_dir
 from resources.models.base import DEFAULT_MAX_DIMENSIONS, EmbeddingProvider, ExtractionProvider
 from resources.models.factory import EmbeddingConfig, ExtractionConfig
 from resources.settings import (
+    DATA_SETTING,
     DEFAULTS,
     EMBEDDING_SETTINGS,
     EXTRACTION_SETTINGS,
+    LANDING_SETTING,
     SETTINGS_FILE,
     open_graph,
     open_vectors,
@@ -28,12 +31,29 @@ from resources.vector.base import VectorStore
 from schemas import rules
 
 
+def _absolute(setting: str):
+    """A validator making a path field absolute when the resource is built with its value
+    (empty: the state home's, `resources.home.resolved_dir`); an `EnvVar` is left for Dagster
+    to resolve when a run starts."""
+
+    def check(value: str) -> str:
+        return value if isinstance(value, EnvVar) else resolved_dir(setting, value)
+
+    return check
+
+
 class Storage(ConfigurableResource):
     """Where the landing zone and memflow's own data live, how long raw turn text is kept, and
     the time window a turn must lie in."""
 
-    landing_dir: str = Field(default="landing-sample", description="The landing zone root.")
-    data_dir: str = Field(default=".memflow", description="Tables, stores and caches.")
+    landing_dir: str = Field(
+        default="", description="The landing zone root (empty: the state home's)."
+    )
+    data_dir: str = Field(
+        default="", description="Tables, stores and caches (empty: the state home's)."
+    )
+    _landing_abs = field_validator("landing_dir")(_absolute(LANDING_SETTING))
+    _data_abs = field_validator("data_dir")(_absolute(DATA_SETTING))
     retention_days: int = Field(
         default=-1,
         description="Raw-turn text retention: -1 keeps it, 0 drops it once extracted "
@@ -173,8 +193,9 @@ class GraphStoreResource(ConfigurableResource):
     """`sqlite` (embedded default: `<data_dir>/graph.sqlite`) or `gremlin` (TinkerPop)."""
 
     backend: str = Field(default="sqlite", description="sqlite | gremlin")
-    data_dir: str = Field(default=".memflow")
+    data_dir: str = Field(default="", description="empty: the state home's")
     gremlin_url: str = Field(default=DEFAULTS["MEMFLOW_GREMLIN_URL"])
+    _data_abs = field_validator("data_dir")(_absolute(DATA_SETTING))
 
     def open(self) -> GraphStore:
         return open_graph(self.backend, self.data_dir, self.gremlin_url)
@@ -185,7 +206,8 @@ class VectorStoreResource(ConfigurableResource):
 
     uri: str = Field(default="", description="Milvus server URI; empty for the embedded store.")
     token: str = Field(default="")
-    data_dir: str = Field(default=".memflow")
+    data_dir: str = Field(default="", description="empty: the state home's")
+    _data_abs = field_validator("data_dir")(_absolute(DATA_SETTING))
 
     def open(self) -> VectorStore:
         return open_vectors(self.uri, self.data_dir, self.token)

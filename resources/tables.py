@@ -36,7 +36,7 @@ from pathlib import Path
 import polars as pl
 
 from schemas.scope import Scope
-from schemas.tables import PER_DAY
+from schemas.tables import PER_DAY, TABLES
 
 # The Parquet key-value metadata naming the write that made a file (TableStore.write).
 WRITE_TOKEN = "memflow.write"
@@ -425,6 +425,55 @@ class TableStore:
     def _write_manifest(self, folder: Path, manifest: dict[str, str]) -> None:
         atomic_write_text(folder / MANIFEST, json.dumps(dict(sorted(manifest.items()))))
 
+    def delete_tenant(self, scope: Scope, *, apply: bool = True) -> dict[str, int]:
+        """Every row of the tenant, table by table (`memflow erase`): the rows each table holds
+        for it, removed when `apply` (its files, its summary entries, and the zone tables' rows
+        naming a path under its landing directory). Other tenants' files are not touched."""
+        removed: dict[str, int] = {}
+        for asset in TABLES:
+            rows = self.count_rows(asset, scope)
+            folder = self.root / asset / scope.tenant_id / scope.ns
+            if rows or self.files(asset, scope) or folder.exists():
+                removed[asset] = rows
+            if not apply:
+                continue
+            for path in self.files(asset, scope):
+                path.unlink(missing_ok=True)
+            if folder.is_dir():
+                for leftover in sorted(folder.iterdir()):  # manifests, temp files
+                    leftover.unlink(missing_ok=True)
+                folder.rmdir()
+            _remove_if_empty(self.root / asset / scope.tenant_id)
+        folders = (
+            sorted(p.name for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else []
+        )
+        for asset in folders:
+            summary = self.summaries(asset)
+            if scope.key not in summary:
+                continue
+            removed.setdefault(f"{asset} summary", 0)
+            removed[f"{asset} summary"] += 1
+            if apply:
+                with open(self.root / asset / ".summary.lock", "w") as lock:
+                    fcntl.flock(lock, fcntl.LOCK_EX)
+                    summary = self.summaries(asset)
+                    summary.pop(scope.key, None)
+                    atomic_write_text(
+                        self.root / asset / SUMMARY, json.dumps(dict(sorted(summary.items())))
+                    )
+        prefix = f"{scope.tenant_id}/{scope.ns}/"
+        for path in sorted(self.root.glob("*.parquet")) if self.root.is_dir() else []:
+            zone = pl.read_parquet(path)
+            if "path" not in zone.columns:
+                continue
+            named = zone["path"].str.starts_with(prefix) | (zone["path"] == prefix[:-1])
+            if not named.any():
+                continue
+            removed[path.stem] = int(named.sum())
+            if apply:
+                atomic_write_parquet(zone.filter(~named), path)
+        return removed
+
     # ------------------------------------------------------------------- zone-wide tables
 
     def zone_path(self, asset: str) -> Path:
@@ -466,3 +515,8 @@ def _digest(df: pl.DataFrame) -> str:
     first = df.hash_rows(seed=0).sum()
     second = df.hash_rows(seed=7).sum()
     return f"{df.height}:{first}:{second}:{','.join(df.columns)}"
+
+
+def _remove_if_empty(folder: Path) -> None:
+    with contextlib.suppress(OSError):  # not empty, or gone: nothing to do
+        folder.rmdir()

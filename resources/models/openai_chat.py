@@ -5,6 +5,14 @@ The endpoint must be local (loopback or private) unless the operator allow-lists
 Transport errors, timeouts, 429 and 5xx are retried with backoff (`retry.py`); anything else, or
 exhaustion, raises ModelError naming the endpoint (never the API key). What the model answers is
 untrusted and goes through `parse_triples`; what cannot be used comes back as rejects.
+
+Structured output: by default each request asks for the answer's JSON schema
+(`response_format: {"type": "json_schema", ...}`, `prompts.TRIPLES_SCHEMA`), which Ollama,
+vLLM and llama.cpp's server enforce by constrained decoding. `json_object` is not the default:
+it only promises some JSON object, and models behind Ollama have answered it with the schema
+instead of the data (Graphiti #868). A server that refuses the format (400 or 422) is asked
+again without it, and so is every later request of the provider: the prompt asks for the same
+JSON, and the defensive parsing reads it.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from resources.models.guard import check_local_endpoint
 from resources.models.json_parse import MAX_CHARS, MAX_ITEMS, parse_triples
 from resources.models.prompts import (
     MAX_KNOWN_ENTITIES,
+    TRIPLES_FORMAT,
     attach_turns,
     build_messages,
     chunk_turns,
@@ -31,6 +40,8 @@ from resources.models.prompts import (
 from resources.models.retry import raise_for_retry, retrying
 
 MAX_RESPONSE_BYTES = 8 * 1024 * 1024
+# What `response_format` asks for: the answer's schema, any JSON object, or nothing.
+RESPONSE_FORMATS = ("json_schema", "json_object", "none")
 
 
 @dataclass(slots=True)
@@ -116,6 +127,7 @@ class OpenAIChatExtractionProvider(ExtractionProvider):
         max_known_entities: int = MAX_KNOWN_ENTITIES,
         max_tokens: int | None = 4096,
         json_mode: bool = False,
+        response_format: str = "json_schema",
         backoff: float = 0.5,
         max_backoff: float = 8.0,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
@@ -126,6 +138,10 @@ class OpenAIChatExtractionProvider(ExtractionProvider):
             raise ValueError("an extraction model name is required")
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
+        if json_mode:  # the earlier switch: any JSON object
+            response_format = "json_object"
+        if response_format not in RESPONSE_FORMATS:
+            raise ValueError(f"response_format must be one of {', '.join(RESPONSE_FORMATS)}")
         check_local_endpoint(base_url, allow_hosts)
         root = api_root(base_url)
         self._model = model
@@ -137,7 +153,7 @@ class OpenAIChatExtractionProvider(ExtractionProvider):
         self._max_chars = max_chars_per_call
         self._max_known = max_known_entities
         self._max_tokens = max_tokens
-        self._json_mode = json_mode
+        self.response_format = response_format  # "none" once the server refused one
         self._attempts = max_retries + 1
         self._backoff = backoff
         self._max_backoff = max_backoff
@@ -222,13 +238,15 @@ class OpenAIChatExtractionProvider(ExtractionProvider):
         }
         if self._max_tokens:
             body["max_tokens"] = self._max_tokens
-        if self._json_mode:
-            body["response_format"] = {"type": "json_object"}
+        if self.response_format != "none":
+            body["response_format"] = (
+                TRIPLES_FORMAT if self.response_format == "json_schema" else {"type": "json_object"}
+            )
             try:
                 return self._send(body)
             except _ResponseFormatRejected:
-                # Some servers reject response_format; the prompt asks for JSON anyway.
-                self._json_mode = False
+                # The server does not take this format; the prompt asks for JSON anyway.
+                self.response_format = "none"
                 del body["response_format"]
         return self._send(body)
 

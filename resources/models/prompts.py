@@ -50,6 +50,48 @@ fact this one replaces (e.g. "we moved from MySQL to Postgres").
 """
 
 
+_NAME = {"type": "string"}
+# The answer's shape, for servers that constrain decoding to a JSON schema (`response_format`
+# `json_schema`: Ollama, vLLM, llama.cpp's server): the same object the system prompt asks for.
+# Lengths and the predicate's casing are left to the contracts, as grammars differ in what they
+# enforce; the server's output is parsed and validated like any other answer.
+TRIPLES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "triples": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "subject": _NAME,
+                    "predicate": _NAME,
+                    "object": _NAME,
+                    "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                    "subject_type": _NAME,
+                    "object_type": _NAME,
+                    "turn_id": _NAME,
+                    "valid_from": _NAME,
+                    "supersedes": {
+                        "type": "object",
+                        "properties": {"subject": _NAME, "predicate": _NAME, "object": _NAME},
+                        "required": ["subject", "predicate", "object"],
+                        "additionalProperties": False,
+                    },
+                },
+                "required": ["subject", "predicate", "object", "confidence", "turn_id"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["triples"],
+    "additionalProperties": False,
+}
+TRIPLES_FORMAT: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {"name": "triples", "schema": TRIPLES_SCHEMA},
+}
+
+
 def bounded_known_entities(names: Sequence[str], limit: int = MAX_KNOWN_ENTITIES) -> list[str]:
     """The first `limit` distinct non-empty names, each cut to MAX_NAME_CHARS."""
     out: list[str] = []

@@ -355,6 +355,7 @@ def test_healthz_reports_both_stores(client: TestClient):
         "graph": {"ok": True, "backend": "sqlite"},
         "vectors": {"ok": True, "backend": "embedded"},
         "embedding_model": "test-trigram-64",
+        "system": None,
     }
 
 

@@ -27,6 +27,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     graph = SqliteGraphStore(data / "graph.sqlite")
     load_graph(graph, ACME.key)
     graph.close()
+    (tmp_path / "landing").mkdir()  # `memflow serve` never creates a landing zone it is named
     for name, value in {
         "MEMFLOW_DATA_DIR": str(data),
         "MEMFLOW_LANDING_DIR": str(tmp_path / "landing"),

@@ -88,7 +88,7 @@ def test_good_answer_items_usage_and_what_was_sent(server: OpenAIChatServer) -> 
     assert body["model"] == "qwen2.5:7b"
     assert body["temperature"] == 0
     assert body["stream"] is False
-    assert "response_format" not in body
+    assert body["response_format"]["type"] == "json_schema"  # the answer's schema, by default
     assert request.system_prompt() == SYSTEM_PROMPT
     document = request.user_document()
     assert document["known_entities"] == KNOWN
@@ -383,6 +383,52 @@ def test_json_mode_is_sent_when_asked(server: OpenAIChatServer) -> None:
     with provider(server, json_mode=True) as p:
         p.extract(TURNS, KNOWN)
     assert server.requests[0].json["response_format"] == {"type": "json_object"}
+
+
+def test_the_answers_json_schema_is_asked_for_by_default(server: OpenAIChatServer) -> None:
+    import jsonschema
+
+    server.enqueue(Scripted.answer(triples_answer()))
+    with provider(server) as p:
+        batch = p.extract(TURNS, KNOWN)
+    assert batch.items
+    sent = server.requests[0].json["response_format"]
+    assert sent["type"] == "json_schema" and sent["json_schema"]["name"] == "triples"
+    schema = sent["json_schema"]["schema"]
+    jsonschema.Draft202012Validator.check_schema(schema)
+    # what the prompt asks for fits the schema; what it forbids does not
+    jsonschema.validate({"triples": GOOD_TRIPLES}, schema)
+    for bad in (
+        {"triples": [{"subject": "a", "predicate": "USES"}]},
+        {"triples": [{**GOOD_TRIPLES[0], "confidence": 3}]},
+        {"triples": [{**GOOD_TRIPLES[0], "note": "extra"}]},
+        {"facts": []},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+
+
+@pytest.mark.parametrize("status", [400, 422])
+def test_a_server_refusing_the_schema_is_asked_without_it_from_then_on(
+    server: OpenAIChatServer, status: int
+) -> None:
+    server.enqueue(
+        Scripted.error(status, "response_format json_schema is not supported"),
+        Scripted.answer(triples_answer()),
+        Scripted.answer(triples_answer()),
+    )
+    turns = [TurnText("s", "a", "user", "x"), TurnText("s", "b", "user", "y")]
+    with provider(server, max_turns_per_call=1) as p:
+        batch = p.extract(turns, KNOWN)
+        assert p.response_format == "none"
+    assert len(batch.items) == 4
+    formats = [(r.json.get("response_format") or {}).get("type") for r in server.requests]
+    assert formats == ["json_schema", None, None]
+
+
+def test_an_unknown_response_format_is_refused(server: OpenAIChatServer) -> None:
+    with pytest.raises(ValueError, match="response_format"):
+        OpenAIChatExtractionProvider(server.url, "m", response_format="grammar")
 
 
 def test_base_url_forms_and_models_listing(server: OpenAIChatServer) -> None:
