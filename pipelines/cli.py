@@ -374,6 +374,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cfg = _settings(args, must_exist=(DATA, LANDING), create_default=(DATA, LANDING))
     _writes_landing(cfg)
     host, port = _listen(args)
+    from pipelines.erase import TenantEraser
     from pipelines.trigger import ingest_trigger
     from recall.server import serve
 
@@ -384,6 +385,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         public_metrics=args.public_metrics,
         settings_file=settings_file,
         ingest_trigger=ingest_trigger(cfg, args.ingest, start_now=args.warm_now),
+        eraser=TenantEraser(cfg),
     )
     return 0
 

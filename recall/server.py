@@ -33,7 +33,7 @@ from fastapi import FastAPI
 
 from recall.api import Api, create_app
 from recall.auth import KeyRing
-from recall.ports import IngestTrigger
+from recall.ports import IngestTrigger, TenantEraser
 from recall.requests import SystemHealth
 from recall.service import RecallService
 from resources import home
@@ -331,12 +331,14 @@ def create_server_app(
     reload_grace_s: float = RELOAD_GRACE_S,
     ingest_trigger: IngestTrigger | None = None,
     system_health: Callable[[], SystemHealth] | None = None,
+    eraser: TenantEraser | None = None,
 ) -> FastAPI:
     """The API app for these settings; stores are opened at startup, closed at shutdown. Writes
     are checked with the time window ingestion uses (``MEMFLOW_HISTORY_START``, ...).
     `app.state.reload()` applies `settings_file`'s embedding settings (`ServiceSwitch`).
     `ingest_trigger` is asked for the tenant's run after every write (closed at shutdown when it
-    has a `close`); `system_health` feeds `/healthz`'s `system`."""
+    has a `close`); `system_health` feeds `/healthz`'s `system`; `eraser` erases a tenant
+    (`DELETE /v1/memory`; without one that answers 501)."""
     try:
         window = TimeWindow.from_settings(cfg)
     except ValueError as exc:
@@ -364,6 +366,7 @@ def create_server_app(
         window=window,
         ingest_trigger=ingest_trigger,
         system_health=system_health,
+        eraser=eraser,
     )
     switch.api = app.state.api
     app.state.reload = switch.reload
@@ -391,6 +394,7 @@ def serve(
     log_level: str = "info",
     settings_file: str | os.PathLike[str] | None = None,
     ingest_trigger: IngestTrigger | None = None,
+    eraser: TenantEraser | None = None,
     role: str = "serve",
 ) -> None:
     """Run the API on these settings until interrupted; SIGHUP re-reads `settings_file`'s
@@ -406,6 +410,7 @@ def serve(
         settings_file=settings_file,
         ingest_trigger=ingest_trigger,
         system_health=system_health_of(cfg),
+        eraser=eraser,
     )
     log.info("keys file: %s", cfg.keys_file)
     if hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread():

@@ -48,6 +48,7 @@ class Day:
     up: subprocess.Popen[bytes]
     log: Path
     tmp: Path
+    url: str  # the API memflow up serves
 
     def memflow(
         self, *args: str, cwd: Path | None = None, stdin: str = "", **env: str
@@ -103,7 +104,8 @@ def day(tmp_path: Path) -> Iterator[Day]:
         wait_for(lambda: up.poll() is not None or "ready;" in log.read_text(), "memflow up ready")
         assert up.poll() is None, log.read_text()[-4000:]
         tree = descendants(up.pid)
-        yield Day({**env, "MEMFLOW_API_KEY": key}, home, key, up, log, tmp_path)
+        url = f"http://127.0.0.1:{api_port}"
+        yield Day({**env, "MEMFLOW_API_KEY": key}, home, key, up, log, tmp_path, url)
     finally:
         if up.poll() is None:
             tree |= descendants(up.pid)
@@ -218,3 +220,20 @@ def test_a_users_day(day: Day) -> None:
     asyncio.run(call_mcp(day, demo, "forget", {"entity": "zebra-store"}))
     wait_for(lambda: "zebra-store" not in session_start(day, demo, "new-5"), "forgotten")
     shutil.rmtree(demo)
+
+    # 6. an admin erases an imported tenant through the running API (memflow up's eraser)
+    import httpx
+
+    org, repo = sorted(t for t in tenants if t != ("acme", "demo"))[0]
+    admin = day.memflow("keys", "add", "--org", org, "--admin")
+    assert admin.returncode == 0, admin.stderr
+    gone = httpx.delete(
+        f"{day.url}/v1/tenants/{org}/{repo}",
+        headers={"Authorization": f"Bearer {admin.stdout.strip()}"},
+        timeout=600,
+    )
+    assert gone.status_code == 200, gone.text
+    assert gone.json()["erased"] is True
+    for root in (data, landing):
+        held = [p for p in root.rglob("*") if {org, repo} <= set(p.relative_to(root).parts)]
+        assert not held, held
