@@ -70,7 +70,7 @@ def _run(args: argparse.Namespace) -> int:
     cfg = _settings(args)
     from pipelines.runner import SURVEY_TENANT, run_all, terminal_progress
     from pipelines.status import format_summary, tenant_summaries
-    from resources.tables import TableStore
+    from resources.tables import open_tables
 
     outcome = run_all(
         cfg["MEMFLOW_LANDING_DIR"],
@@ -85,7 +85,7 @@ def _run(args: argparse.Namespace) -> int:
             print(failure.line(outcome.dagster_home))
         print(f"no tenants found under {cfg['MEMFLOW_LANDING_DIR']}", file=sys.stderr)
         return 1
-    tables = TableStore(cfg["MEMFLOW_DATA_DIR"])
+    tables = open_tables(cfg)
     rows = tenant_summaries(tables, outcome.tenants)
     _attach_store_counts(rows, outcome.tenants, cfg)
     print(
@@ -137,10 +137,10 @@ def _recall_print(
 
 def cmd_table(args: argparse.Namespace, asset: str, columns: list[str]) -> int:
     cfg = _settings(args)
-    from resources.tables import TableStore
+    from resources.tables import open_tables
 
     scope = _scope(args.tenant)
-    df = TableStore(cfg["MEMFLOW_DATA_DIR"]).read(asset, scope)
+    df = open_tables(cfg).read(asset, scope)
     if df is None:
         print(f"memflow: no {asset} stored for {scope} (run `memflow run` first)", file=sys.stderr)
         return 1

@@ -12,7 +12,7 @@ from typing import Any
 
 from dagster import EnvVar
 
-from pipelines.io import ParquetTablesIOManager
+from pipelines.io import DeltaTablesIOManager
 from resources.configurable import (
     EmbeddingModelResource,
     ExtractionModelResource,
@@ -25,11 +25,13 @@ from resources.settings import EMBEDDING_SETTINGS, EXTRACTION_SETTINGS, SETTINGS
 
 def env_resources() -> dict[str, Any]:
     data_dir = EnvVar("MEMFLOW_DATA_DIR")
+    tables_uri = EnvVar("MEMFLOW_TABLES_URI")
     return {
-        "tables": ParquetTablesIOManager(data_dir=data_dir),
+        "tables": DeltaTablesIOManager(data_dir=data_dir, tables_uri=tables_uri),
         "storage": Storage(
             landing_dir=EnvVar("MEMFLOW_LANDING_DIR"),
             data_dir=data_dir,
+            tables_uri=tables_uri,
             retention_days=EnvVar.int("MEMFLOW_RETENTION_DAYS"),
             history_start=EnvVar("MEMFLOW_HISTORY_START"),
             future_tolerance_hours=EnvVar("MEMFLOW_FUTURE_TOLERANCE_HOURS"),

@@ -137,7 +137,8 @@ def _survey_failures(result) -> list[PartitionFailure]:
 
 def _problems(data_dir: str) -> list[str]:
     """The landing zone's problems as the survey stored them, one line each."""
-    frame = TableStore(data_dir).read_zone(Asset.LANDING_PROBLEMS)
+    tables = TableStore(data_dir, uri=os.environ.get("MEMFLOW_TABLES_URI") or None)
+    frame = tables.read_zone(Asset.LANDING_PROBLEMS)
     if frame is None:
         return []
     out = []

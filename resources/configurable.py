@@ -34,6 +34,11 @@ class Storage(ConfigurableResource):
 
     landing_dir: str = Field(default="landing-sample", description="The landing zone root.")
     data_dir: str = Field(default=".memflow", description="Tables, stores and caches.")
+    tables_uri: str = Field(
+        default="",
+        description="Where the Delta tables live (a path or an object-store URI such as "
+        "s3://bucket/prefix); empty: <data_dir>/tables.",
+    )
     retention_days: int = Field(
         default=-1,
         description="Raw-turn text retention: -1 keeps it, 0 drops it once extracted "
@@ -50,7 +55,7 @@ class Storage(ConfigurableResource):
     )
 
     def tables(self) -> TableStore:
-        return TableStore(self.data_dir)
+        return TableStore(self.data_dir, uri=self.tables_uri or None)
 
     def window(self) -> rules.TimeWindow:
         """The time window turns must lie in (the same rule the API applies)."""

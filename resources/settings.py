@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # light at import: hooks and the client read the names and fi
 DEFAULTS: dict[str, str] = {
     "MEMFLOW_LANDING_DIR": "landing-sample",
     "MEMFLOW_DATA_DIR": ".memflow",
+    "MEMFLOW_TABLES_URI": "",
     "MEMFLOW_RETENTION_DAYS": "-1",
     rules.HISTORY_START_SETTING: rules.DEFAULT_HISTORY_START,
     rules.FUTURE_TOLERANCE_SETTING: str(rules.DEFAULT_FUTURE_TOLERANCE_HOURS),

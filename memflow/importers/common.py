@@ -54,7 +54,6 @@ import contextlib
 import hashlib
 import os
 import re
-import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -66,6 +65,7 @@ import orjson
 
 from memflow.importers.tenant import TenantMapper, scope_of
 from memflow.landing import JSONL_SUFFIX, MAX_LINE_BYTES, UPSERT_TOOL, read_landing_file
+from resources.fs import file_lock
 from schemas.redaction import redact, redact_json
 from schemas.scope import Scope
 
@@ -642,23 +642,6 @@ def _landed_turn_ids(directory: Path, prefix: str) -> set[str]:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on `path` (POSIX flock), waited for at most `LOCK_TIMEOUT_S`."""
-    try:
-        import fcntl
-    except ImportError:  # no flock (Windows): imports of one session must not overlap
+    """An exclusive lock on `path`, waited for at most `LOCK_TIMEOUT_S`."""
+    with file_lock(path, timeout_s=LOCK_TIMEOUT_S):
         yield
-        return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
-    try:
-        deadline = time.monotonic() + LOCK_TIMEOUT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{path} stayed locked for {LOCK_TIMEOUT_S} s") from None
-                time.sleep(0.05)
-        yield
-    finally:
-        os.close(fd)

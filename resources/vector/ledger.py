@@ -13,7 +13,6 @@ for the same (entity_id, text_hash); `compact` merges a scope's parts into one.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import re
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
-from resources.tables import atomic_write_parquet
+from resources.fs import atomic_write_parquet, file_lock
 from schemas.ids import sha256_text
 from schemas.scope import Scope
 
@@ -178,12 +177,8 @@ def _write_atomic(frame: pl.DataFrame, target: Path) -> None:
 
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
-    fd = os.open(folder / ".compact.lock", os.O_CREAT | os.O_RDWR, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with file_lock(folder / ".compact.lock", timeout_s=-1):
         yield
-    finally:
-        os.close(fd)
 
 
 def with_text_hash(entities: pl.DataFrame) -> pl.DataFrame:

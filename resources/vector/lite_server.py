@@ -19,7 +19,6 @@ token, so it starts its own server and ``memflow stop`` on it never touches the 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -31,6 +30,9 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import psutil
+
+from resources.fs import atomic_write_text, file_lock
 from resources.models.guard import scrubbed_env
 from resources.vector.base import VectorStoreError
 
@@ -62,46 +64,32 @@ class LiteServer:
 
 @contextlib.contextmanager
 def _locked(data_dir: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(data_dir / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o600)
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise VectorStoreError(
-                        f"timed out waiting for the Milvus Lite supervisor lock in {data_dir}"
-                    ) from None
-                time.sleep(0.1)
-        yield
-    finally:
-        os.close(fd)  # closing releases the flock
+        with file_lock(data_dir / LOCK_FILE, timeout_s=timeout_s):
+            yield
+    except TimeoutError:
+        raise VectorStoreError(
+            f"timed out waiting for the Milvus Lite supervisor lock in {data_dir}"
+        ) from None
 
 
 def _alive(pid: int, milvus_dir: str | None = None) -> bool:
     """The process lives and is a Milvus Lite server (of `milvus_dir`, when given)."""
     child = _CHILDREN.get(pid)
-    if child is not None:
-        if child.poll() is not None:
-            return False
-    else:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-    try:  # a zombie still answers kill(0); a reused pid runs something else
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return True  # no /proc (macOS): trust kill(0)
-    if stat.rsplit(")", 1)[-1].split()[0] == "Z" or b"milvus_lite" not in cmdline:
+    if child is not None and child.poll() is not None:
         return False
-    return milvus_dir is None or os.fsencode(milvus_dir) in cmdline.split(b"\0")
+    try:  # a zombie still answers kill(0); a reused pid runs something else
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        cmdline = proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False
+    except psutil.AccessDenied:
+        return True
+    if not any("milvus_lite" in part for part in cmdline):
+        return False
+    return milvus_dir is None or milvus_dir in cmdline
 
 
 def _dir_identity(root: Path) -> dict[str, object]:
@@ -128,9 +116,7 @@ def _token(root: Path) -> str:
     token = _read_token(root)
     if token is None:
         token = os.urandom(16).hex()
-        tmp = root / f".{IDENTITY_FILE}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps({**_dir_identity(root), "token": token}))
-        os.replace(tmp, root / IDENTITY_FILE)
+        atomic_write_text(root / IDENTITY_FILE, json.dumps({**_dir_identity(root), "token": token}))
     return token
 
 
@@ -175,9 +161,7 @@ def _read_state(data_dir: Path) -> LiteServer | None:
 
 
 def _write_state(data_dir: Path, server: LiteServer) -> None:
-    tmp = data_dir / f".{STATE_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(asdict(server)))
-    os.replace(tmp, data_dir / STATE_FILE)
+    atomic_write_text(data_dir / STATE_FILE, json.dumps(asdict(server)))
 
 
 def _log_tail(data_dir: Path, size: int = 2000) -> str:

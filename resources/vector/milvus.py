@@ -40,7 +40,6 @@ escaped); and every hit whose tenant or namespace differ is dropped after the se
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import re
@@ -60,6 +59,7 @@ from pymilvus import DataType, MilvusClient
 from pymilvus.client.types import LoadState, Status
 from pymilvus.exceptions import MilvusUnavailableException
 
+from resources.fs import atomic_write_text, file_lock
 from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore, VectorStoreError
 from schemas.records import VectorHit
 from schemas.scope import Scope, ScopeError
@@ -173,20 +173,13 @@ class _ScopeCache:
             return ""
 
     def bump(self, name: str) -> None:
-        path = self.directory / f"{name}.gen"
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(os.urandom(16).hex(), "ascii")
-        os.replace(tmp, path)
+        atomic_write_text(self.directory / f"{name}.gen", os.urandom(16).hex())
 
     @contextlib.contextmanager
     def locked(self, name: str) -> Iterator[None]:
-        """An exclusive flock per collection, shared by every process using this directory."""
-        fd = os.open(self.directory / f"{name}.lock", os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        """An exclusive lock per collection, shared by every process using this directory."""
+        with file_lock(self.directory / f"{name}.lock", timeout_s=-1):
             yield
-        finally:
-            os.close(fd)
 
     def get(
         self, key: tuple[str, Scope], load: Callable[[], tuple[list[str], np.ndarray]]
