@@ -212,9 +212,19 @@ def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
               "write": 0.0}  # fmt: skip
     units = {"turns": 0, "triples": 0, "facts": 0, "entities": 0, "sink_rows": 0}
 
+    pending: dict[str, dict] = {}
+
     def write(df: pl.DataFrame, asset: str, scope) -> None:
         t = time.perf_counter()
-        tables.write_table(conform(df, TABLES[asset]), asset, scope)
+        pending.setdefault(asset, {})[scope] = conform(df, TABLES[asset])
+        stages["write"] += time.perf_counter() - t
+
+    def flush() -> None:
+        """Each table's tenants in one commit, as the IO manager writes a step's output."""
+        t = time.perf_counter()
+        for asset, frames in pending.items():
+            tables.write_tenants(asset, frames)
+        pending.clear()
         stages["write"] += time.perf_counter() - t
 
     def valid(frames: dict, contract) -> dict:
@@ -259,6 +269,7 @@ def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
             write(ex.triples, Asset.EXTRACTED_TRIPLES, scope)
             write(ex.rejects, Asset.EXTRACTION_REJECTS, scope)
             write(ex.log, Asset.EXTRACTION_LOG, scope)
+        flush()
         built_by = {}
         for scope, ex in extracted.items():
             t = time.perf_counter()
@@ -283,6 +294,8 @@ def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
                 scope,
             )
             write(built.merges, Asset.FACT_MERGES, scope)
+        flush()
+        for scope in built_by:
             t = time.perf_counter()
             report = sync_graph(graph, scope, entities[scope], facts[scope])
             stages["sink"] += time.perf_counter() - t
@@ -300,14 +313,8 @@ def counts(data: Path) -> dict[str, int]:
     from schemas.tables import Asset
 
     store = TableStore(data)
-    out = {}
-    for asset in (Asset.RAW_TURNS, Asset.EXTRACTED_TRIPLES, Asset.VALIDATED_FACTS, Asset.ENTITIES):
-        total = 0
-        for scope in store.scopes(asset):
-            df = store.read_table(asset, scope)
-            total += 0 if df is None else df.height
-        out[asset] = total
-    return out
+    assets = (Asset.RAW_TURNS, Asset.EXTRACTED_TRIPLES, Asset.VALIDATED_FACTS, Asset.ENTITIES)
+    return {asset: store.total_rows(asset) for asset in assets}
 
 
 # ---------------------------------------------------------------------------- the parts

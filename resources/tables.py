@@ -389,14 +389,24 @@ class TableStore:
         except TableNotFoundError:
             return None
         try:
-            if version is not None:
-                table.load_as_version(version)
-            else:
+            if version is None:
                 assert as_of is not None
-                table.load_as_version(as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC))
+                version = self._version_at(table, as_of)
+            table.load_as_version(version)
         except (DeltaError, ValueError, OSError) as exc:
             raise LookupError(f"{uri} has no version {version or as_of}: {exc}") from exc
         return _Snapshot(table, table.version(), _index(table, uri), _plain(table))
+
+    @staticmethod
+    def _version_at(table: DeltaTable, as_of: datetime) -> int:
+        """The last version committed at or before `as_of`, by the commits' own timestamps
+        (an object store's modification times have a coarser grain)."""
+        when = as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)
+        millis = when.timestamp() * 1000
+        for entry in table.history():  # newest first
+            if entry["timestamp"] <= millis:
+                return int(entry["version"])
+        raise ValueError(f"no version was committed at or before {when.isoformat()}")
 
     def _read_files(
         self,
