@@ -42,7 +42,8 @@ test-quick: $(STAMP)
 	$(BIN)/ruff check .
 	bash scripts/gremlin-server.sh start
 	status=0; $(BIN)/python -m pytest -q -n 2 -m "not server" $(PYTEST_ARGS) \
-		|| status=$$?; bash scripts/gremlin-server.sh stop; exit $$status
+		|| status=$$?; bash scripts/gremlin-server.sh stop; \
+		$(BIN)/python -m tests.support.s3_server stop; exit $$status
 
 ## SeaweedFS's S3 server for the table store's object-storage tests (built once from the Go
 ## module proxy; without it they run against moto's server). Then the table store's contract

@@ -479,6 +479,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--apply", action="store_true", help="delete (default: only report)")
     v.set_defaults(func=cmd_vectors_prune)
 
+    from pipelines.tables_cli import add_parser as add_tables_parser
+
+    add_tables_parser(sub, _common)
+
     p = sub.add_parser("stop", help="stop the Milvus Lite server memflow supervises")
     _common(p)
     p.set_defaults(func=cmd_stop)

@@ -52,8 +52,12 @@ class _Handoff:
     def keep(
         self, run_id: str, store: TableStore, commit: TableCommit, frames: dict[Scope, pl.DataFrame]
     ) -> None:
-        """`frames` were just committed (as `commit`): keep them for this run's later steps."""
-        if commit.version is None:
+        """`frames` were just committed (as `commit`): keep the ones it wrote (a tenant left
+        unchanged keeps its stored rows, in their stored order) for this run's later steps,
+        as reading them back would return them."""
+        written = set(commit.written)
+        frames = {s: f for s, f in frames.items() if s.key in written and f.height}
+        if commit.version is None or not frames:
             return
         files = store.files_by_scope(commit.asset, list(frames), version=commit.version)
         with self.lock:
@@ -68,7 +72,8 @@ class _Handoff:
                 size = df.estimated_size()
                 if self.size + size > HANDOFF_MAX_BYTES:
                     continue
-                self.kept[slot] = (commit.version, files.get(scope, ()), df)
+                frame = TableStore.as_read(df, commit.asset)
+                self.kept[slot] = (commit.version, files.get(scope, ()), frame)
                 self.size += size
 
     def take(

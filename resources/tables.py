@@ -105,6 +105,7 @@ class TableCommit:
     version: int | None
     committed: bool
     rows: dict[str, int] = field(default_factory=dict)
+    written: tuple[str, ...] = ()  # the tenants whose rows the commit replaced
 
 
 @dataclass(frozen=True, slots=True)
@@ -438,6 +439,12 @@ class TableStore:
         )
 
     @staticmethod
+    def as_read(df: pl.DataFrame, asset: str) -> pl.DataFrame:
+        """What reading `df` back after writing it returns (the asset's layout; per-day
+        tables in day order)."""
+        return TableStore._shape(df, asset)
+
+    @staticmethod
     def _shape(df: pl.DataFrame, asset: str, columns: list[str] | None = None) -> pl.DataFrame:
         """Stored rows in the asset's layout (its `columns` only, when given); per-day
         tables in day order."""
@@ -616,7 +623,7 @@ class TableStore:
             files = self.files_by_scope(asset, scopes, version=version)
             for scope, df in zip(scopes, kept, strict=True):
                 _DIGESTS.put(uri, scope, files.get(scope, ()), _digest(df))
-        return TableCommit(asset, uri, version, committed, rows)
+        return TableCommit(asset, uri, version, committed, rows, tuple(s.key for s in scopes))
 
     def _changed(self, asset: str, scopes: list[Scope], frames: list[pl.DataFrame]) -> list[int]:
         """Indexes of the tenants whose new rows differ from what is stored: a tenant with as
