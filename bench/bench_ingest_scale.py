@@ -150,11 +150,13 @@ def measured(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
     }
 
 
-def memflow_run(landing: Path, data: Path, cwd: Path, *tenants: str) -> dict[str, Any]:
+def memflow_run(
+    landing: Path, data: Path, cwd: Path, *tenants: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     cmd = [str(BIN / "memflow"), "run", "--landing", str(landing), "--data", str(data)]
     for t in tenants:
         cmd += ["--tenant", t]
-    got = measured(cmd, env_for(landing, data), cwd)
+    got = measured(cmd, {**env_for(landing, data), **(env or {})}, cwd)
     m = re.search(r"memflow run: (\d+) tenant\(s\), (\d+) run\(s\), ([\d.]+) s", got["output"])
     if not m:
         raise RuntimeError(f"no summary line in memflow run's output:\n{got['output'][-2000:]}")

@@ -495,7 +495,15 @@ def main(argv: list[str] | None = None) -> int:
     if direct is not None:
         return direct
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except RuntimeError as exc:
+        from resources.tables import LegacyTablesError  # only on this path: the CLI stays light
+
+        if not isinstance(exc, LegacyTablesError):
+            raise
+        print(f"memflow: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -71,14 +71,59 @@ DEFAULT_RETENTION_HOURS = 168  # vacuum keeps a week of history readable by time
 
 __all__ = [
     "DEFAULT_RETENTION_HOURS",
+    "LegacyTablesError",
     "StorageError",
     "TableCommit",
     "TableMaintenance",
     "TableStore",
     "TableVersion",
+    "forget_tables",
+    "legacy_layout",
     "open_tables",
     "tables_uri",
 ]
+
+
+class LegacyTablesError(RuntimeError):
+    """The tables root holds tables of the Parquet layout before the Delta tables."""
+
+
+def legacy_layout(tables: Path) -> bool:
+    """Whether `tables` holds tables of a Parquet layout (an entry that is neither hidden nor
+    a Delta table)."""
+    if not tables.is_dir():
+        return False
+    for entry in tables.iterdir():
+        if entry.name.startswith((".", "_")):
+            continue
+        if entry.is_file() and entry.suffix == ".parquet":
+            return True
+        if entry.is_dir() and not (entry / "_delta_log").is_dir():
+            return True
+    return False
+
+
+_CHECKED_ROOTS: set[str] = set()
+
+
+def _refuse_legacy(root: str) -> None:
+    """Once per process and root: Parquet tables of the earlier layout are migrated first
+    (`memflow migrate`), never read as empty Delta tables nor written beside."""
+    if root in _CHECKED_ROOTS:
+        return
+    if legacy_layout(Path(root)):
+        raise LegacyTablesError(
+            f"{root} holds tables of the Parquet layout memflow used before its Delta tables: "
+            f"run `memflow migrate --data {Path(root).parent}` first"
+        )
+    _CHECKED_ROOTS.add(root)
+
+
+def forget_tables(root: str | os.PathLike[str]) -> None:
+    """Drop this process's kept snapshots of the tables under `root` (they were removed or
+    replaced on disk, as a migration or an erase does)."""
+    _SNAPSHOTS.forget_under(os.path.abspath(root) if "://" not in str(root) else str(root))
+    _CHECKED_ROOTS.discard(os.path.abspath(root))
 
 
 def open_tables(settings: Mapping[str, str]) -> TableStore:
@@ -216,11 +261,17 @@ class _Snapshots:
         key = (uri, json.dumps(sorted(options.items())))
         kept = self._kept.get(key)
         try:
-            if kept is None:
-                table = DeltaTable(uri, storage_options=dict(options) or None)
-            else:
-                table = kept.table
-                table.update_incremental()
+            if kept is not None:
+                try:
+                    kept.table.update_incremental()
+                except (DeltaError, OSError):  # the table was removed or made anew meanwhile
+                    self._kept.pop(key, None)
+                    kept = None
+            table = (
+                kept.table
+                if kept is not None
+                else DeltaTable(uri, storage_options=dict(options) or None)
+            )
         except TableNotFoundError:
             self._kept.pop(key, None)
             return None
@@ -232,6 +283,12 @@ class _Snapshots:
 
     def forget(self, uri: str, options: Mapping[str, str]) -> None:
         self._kept.pop((uri, json.dumps(sorted(options.items()))), None)
+
+    def forget_under(self, root: str) -> None:
+        """Every kept table under `root` (its tables were removed or replaced)."""
+        prefix = root.rstrip("/") + "/"
+        for key in [k for k in self._kept if k[0].startswith(prefix)]:
+            self._kept.pop(key, None)
 
 
 _SNAPSHOTS = _Snapshots()
@@ -316,6 +373,8 @@ class TableStore:
         return f"{self.root}/{SUMMARIES_DIR}/{asset}"
 
     def _snapshot(self, uri: str) -> _Snapshot | None:
+        if self.local:
+            _refuse_legacy(self.root)
         with _SNAPSHOTS.lock(uri, self.storage_options):
             return _SNAPSHOTS.get(uri, self.storage_options)
 
@@ -374,7 +433,14 @@ class TableStore:
             paths = by_scope.get(scope)
             if not paths:
                 continue
-            df = self._read_files(snap, asset, scope, paths, columns)
+            try:
+                df = self._read_files(snap, asset, scope, paths, columns)
+            except LookupError:
+                if version is not None or as_of is not None:
+                    raise
+                # files gone under the kept snapshot: the table was replaced; read it anew
+                _SNAPSHOTS.forget(snap_uri, self.storage_options)
+                return self.read_many(asset, wanted, version=version, as_of=as_of, columns=columns)
             if df.height:
                 out[scope] = self._shape(df, asset, columns)
                 if columns is None and version is None and as_of is None:
@@ -707,6 +773,7 @@ class TableStore:
 
     def _create(self, uri: str, schema: Any, partitioned: bool) -> None:
         if self.local:
+            _refuse_legacy(self.root)
             try:
                 Path(uri).mkdir(parents=True, exist_ok=True)
             except OSError as exc:
