@@ -798,12 +798,16 @@ class TableStore:
         )
         return not snap.files.join(keys, on=["tenant_id", "ns"]).is_empty()
 
-    def delete_tenant(self, scope: Scope, *, purge: bool = True) -> dict[str, int]:
-        """Remove a tenant's rows from every table and summary ({table: rows removed});
+    def delete_tenant(
+        self, scope: Scope, *, purge: bool = True, tables: Iterable[str] = ()
+    ) -> dict[str, int]:
+        """Remove a tenant's rows from every table and summary ({table: rows removed}), and
+        from `tables` (names of other modules' tables; found by themselves on local disk);
         with `purge`, also the data files older versions still name (its history)."""
         removed: dict[str, int] = {}
         metadata = {TENANTS_KEY: json.dumps([scope.key])}
-        for name, uri in self._known_tables():
+        known = self._known_tables(tables)
+        for name, uri in known:
             partitioned = not (name.startswith(SUMMARIES_DIR) or name in ZONE_TABLES)
             if partitioned:
                 snap = self._snapshot(uri)
@@ -821,20 +825,39 @@ class TableStore:
                 n = 0 if df is None or "tenant_id" not in df.columns else df.filter(own).height
             if not n:
                 continue
-            layout = TABLES.get(name) or _ZONE_LAYOUTS.get(name) or _SUMMARY_COLUMNS
-            self._replace(
-                uri, pl.DataFrame(schema=layout), [scope], metadata, partitioned=partitioned
-            )
+            self._delete(uri, scope, metadata)
             removed[name] = n
         if purge:
-            self._purge(scope)
+            self._purge(scope, known)
         return removed
 
-    def _purge(self, scope: Scope) -> None:
+    def _delete(self, uri: str, scope: Scope, metadata: dict[str, str]) -> None:
+        """Delta's DELETE of a tenant's rows (a partition's files go whole; a table without
+        partitions has the files holding them rewritten), conflicts retried."""
+        lock = _SNAPSHOTS.lock(uri, self.storage_options)
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                with lock:
+                    snap = _SNAPSHOTS.get(uri, self.storage_options)
+                    if snap is None:
+                        return
+                    snap.table.delete(
+                        _tenants_predicate([scope]),
+                        commit_properties=CommitProperties(custom_metadata=metadata),
+                    )
+                    _SNAPSHOTS.get(uri, self.storage_options)
+                    return
+            except CommitFailedError:
+                if attempt == CONFLICT_RETRIES:
+                    raise
+                _SNAPSHOTS.forget(uri, self.storage_options)
+                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+
+    def _purge(self, scope: Scope, known: list[tuple[str, str]]) -> None:
         """The tenant's files that older versions still name: its partition folders (local
         disk), or every file no current version names (object storage, and the tables
         without partitions)."""
-        for name, uri in self._known_tables():
+        for name, uri in known:
             partitioned = not (name.startswith(SUMMARIES_DIR) or name in ZONE_TABLES)
             if partitioned and self.local:
                 folder = Path(uri) / f"tenant_id={scope.tenant_id}" / f"ns={scope.ns}"
@@ -909,8 +932,17 @@ class TableStore:
 
     # ----------------------------------------------------------------------- maintenance
 
-    def _known_tables(self) -> list[tuple[str, str]]:
-        names = [*TABLES, *ZONE_TABLES]
+    def _known_tables(self, extra: Iterable[str] = ()) -> list[tuple[str, str]]:
+        """Every table of the store: the assets', the zone's and the summaries, and (on local
+        disk) any other Delta table under the root, such as one another module keeps through
+        this store (`write_tenants` takes any table name)."""
+        names = [*TABLES, *ZONE_TABLES, *(n for n in extra if n not in TABLES)]
+        if self.local and Path(self.root).is_dir():
+            names += sorted(
+                p.name
+                for p in Path(self.root).iterdir()
+                if p.name not in names and (p / "_delta_log").is_dir()
+            )
         out = [(n, self.uri(n)) for n in names]
         out += [(f"{SUMMARIES_DIR}/{n}", self._summary_uri(n)) for n in TABLES]
         return out
@@ -919,11 +951,12 @@ class TableStore:
         self, *, retention_hours: int = DEFAULT_RETENTION_HOURS, tables: Iterable[str] | None = None
     ) -> list[TableMaintenance]:
         """Compact small files (per tenant partition), vacuum files no version younger than
-        `retention_hours` names, checkpoint the log and drop expired log entries. Time
-        travel to versions older than the retention is no longer possible afterwards."""
+        `retention_hours` names, checkpoint the log and drop expired log entries, for every
+        table (or the named `tables`). Time travel to versions older than the retention is
+        no longer possible afterwards."""
         wanted = set(tables) if tables is not None else None
         out = []
-        for name, uri in self._known_tables():
+        for name, uri in self._known_tables(wanted or ()):
             if wanted is not None and name not in wanted:
                 continue
             snap = self._snapshot(uri)

@@ -266,6 +266,23 @@ def test_deleting_a_tenant_removes_its_rows_history_and_summaries_only(
         store.read(Asset.ENTITIES, A, version=old)
 
 
+def test_a_table_of_another_module_is_stored_and_erased_like_the_assets(
+    store: TableStore,
+) -> None:
+    """Any table name works (the embedding ledger may live here); its columns are its own."""
+    rows = {
+        s: pl.DataFrame({"tenant_id": [s.tenant_id], "ns": [s.ns], "vector": [[0.1, 0.2]]})
+        for s in (A, B)
+    }
+    store.write_tenants("embedding_ledger", rows)
+    got = store.read("embedding_ledger", A)
+    assert got is not None and got["vector"].to_list() == [[0.1, 0.2]]
+    removed = store.delete_tenant(A, tables=["embedding_ledger"])
+    assert removed["embedding_ledger"] == 1
+    assert store.read("embedding_ledger", A) is None
+    assert store.read("embedding_ledger", B) is not None
+
+
 def test_maintenance_compacts_and_vacuums_and_keeps_every_tenant(store: TableStore) -> None:
     for r in range(3):  # three commits: three files for B, the old ones unreferenced
         store.write_tenants(Asset.ENTITIES, {A: entities(A, 2), B: entities(B, 2 + r)})
