@@ -183,18 +183,22 @@ class TableMaintenance:
 _OWNER_PID: int | None = None  # the process that first used delta-rs
 
 
-def _check_not_forked() -> None:
-    """delta-rs's runtime panics in a forked child of a process that used it; say so
-    instead (start such processes with spawn)."""
-    global _OWNER_PID
-    pid = os.getpid()
-    if _OWNER_PID is None:
-        _OWNER_PID = pid
-    elif pid != _OWNER_PID:
+def _refuse_forked() -> None:
+    """delta-rs's runtime panics in a forked child of a process that used it, and polars'
+    thread pool can hang there: say so before either is touched (start such processes with
+    spawn)."""
+    if _OWNER_PID is not None and os.getpid() != _OWNER_PID:
         raise RuntimeError(
             "the Delta tables cannot be used in a process forked from one that used them "
             "(delta-rs's runtime does not survive fork): start it with the 'spawn' method"
         )
+
+
+def _check_not_forked() -> None:
+    """`_refuse_forked`, and this process is the one that uses delta-rs from now on."""
+    global _OWNER_PID
+    _refuse_forked()
+    _OWNER_PID = os.getpid()
 
 
 @dataclass
@@ -359,6 +363,7 @@ class TableStore:
         uri: str | None = None,
         storage_options: Mapping[str, str] | None = None,
     ) -> None:
+        _refuse_forked()
         self.root = tables_uri(data_dir, uri).rstrip("/")
         self.storage_options: dict[str, str] = dict(storage_options or {})
         self.local = "://" not in self.root or self.root.startswith("file://")
@@ -414,6 +419,7 @@ class TableStore:
     ) -> dict[Scope, pl.DataFrame]:
         """Several tenants' tables from one snapshot (tenants without a row are left out);
         only `columns` when given (a column a file lacks comes back null)."""
+        _refuse_forked()
         wanted = list(scopes)
         snap_uri = self.uri(asset)
         snap = self._at(snap_uri, version, as_of)
@@ -661,6 +667,7 @@ class TableStore:
         rows); every other tenant is left as it is. Frames are conformed to the asset's
         layout; a row of another scope than its key is refused (ValueError). Storage
         failures raise `StorageError`, naming the table and the cause."""
+        _refuse_forked()
         items = [(_as_scope(k), df) for k, df in frames.items()]
         layout = TABLES.get(asset)
         parts: list[pl.DataFrame] = []

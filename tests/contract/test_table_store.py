@@ -368,5 +368,10 @@ def test_a_forked_child_gets_a_clear_error_instead_of_a_panic(tmp_path: Path) ->
     child = ctx.Process(target=_forked_child_write, args=(str(tmp_path), out))
     child.start()
     child.join(60)
+    hung = child.is_alive()
+    if hung:  # a hung child would hold the test session at exit
+        child.kill()
+        child.join(10)
+    assert not hung, "the forked child hung instead of refusing"
     assert "start it with the 'spawn' method" in out.get(timeout=5)
     assert store.read(Asset.ENTITIES, B) is None
