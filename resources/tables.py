@@ -881,9 +881,16 @@ class TableStore:
     # ---------------------------------------------------------------- zone-wide tables
 
     def write_zone(self, df: pl.DataFrame, asset: str) -> TableCommit:
-        """A table of the landing zone as a whole (no tenant), replaced whole."""
+        """A table of the landing zone as a whole (no tenant), replaced whole; the same rows
+        as stored commit nothing (a re-run makes no version)."""
+        _refuse_forked()
         layout = _ZONE_LAYOUTS.get(asset)
         data = conform(df, layout) if layout is not None else df
+        stored = self.read_zone(asset)
+        if stored is not None and stored.schema == data.schema and stored.equals(data):
+            return TableCommit(
+                asset, self.uri(asset), self.version(asset), False, {"": data.height}
+            )
         version, committed = self._replace(self.uri(asset), data, None, {}, partitioned=False)
         return TableCommit(asset, self.uri(asset), version, committed, {"": data.height})
 

@@ -26,7 +26,7 @@ import pytest
 
 from resources.tables import TableStore
 from schemas.scope import Scope
-from schemas.tables import ENTITIES, TABLES, Asset, conform
+from schemas.tables import ENTITIES, LANDING_PROBLEMS, TABLES, Asset, conform
 from tests.support import s3_server
 from tests.support.services import ServiceUnavailable
 
@@ -243,6 +243,25 @@ def test_the_version_changes_only_on_write_and_every_version_reads_back(
     assert [h.version for h in store.history(Asset.ENTITIES)][:2] == [v1 + 1, v1]
     with pytest.raises(LookupError):
         store.read(Asset.ENTITIES, A, version=v1 + 10)
+
+
+def test_the_zone_table_commits_only_when_its_rows_change(store: TableStore) -> None:
+    """The landing zone's problems table is written by every run: the same rows (empty
+    included) make no version, so a re-run with nothing new commits nothing."""
+    empty = pl.DataFrame(schema=LANDING_PROBLEMS)
+    v = store.write_zone(empty, Asset.LANDING_PROBLEMS).version
+    again = store.write_zone(empty, Asset.LANDING_PROBLEMS)
+    assert not again.committed and again.version == v == store.version(Asset.LANDING_PROBLEMS)
+    rows = conform(pl.DataFrame({"path": ["bad name/x.jsonl"], "reason": ["invalid_scope"]}),
+                   LANDING_PROBLEMS)  # fmt: skip
+    changed = store.write_zone(rows, Asset.LANDING_PROBLEMS)
+    assert changed.committed and changed.version == v + 1  # type: ignore[operator]
+    assert not store.write_zone(rows, Asset.LANDING_PROBLEMS).committed
+    stored = store.read_zone(Asset.LANDING_PROBLEMS)
+    assert stored is not None and stored.equals(rows)
+    assert store.write_zone(empty, Asset.LANDING_PROBLEMS).version == v + 2  # type: ignore[operator]
+    stored = store.read_zone(Asset.LANDING_PROBLEMS)
+    assert stored is not None and stored.is_empty()
 
 
 # -------------------------------------------------------------- erase and maintenance
