@@ -457,7 +457,8 @@ def table_state(data: Path) -> dict[str, dict[str, Any]]:
     from deltalake import DeltaTable
 
     out: dict[str, dict[str, Any]] = {}
-    for path in sorted((data / "tables").iterdir()):
+    root = data / "tables"
+    for path in sorted([*root.iterdir(), *root.glob("_summaries/*")]):
         if not (path / "_delta_log").is_dir():
             continue
         table = DeltaTable(str(path))
@@ -467,7 +468,7 @@ def table_state(data: Path) -> dict[str, dict[str, Any]]:
         digest = hashlib.sha256()
         for row in rows:
             digest.update(row.encode())
-        out[path.name] = {
+        out[str(path.relative_to(root))] = {
             "version": table.version(),
             "rows": df.height,
             "sha256": digest.hexdigest(),

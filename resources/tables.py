@@ -916,11 +916,24 @@ class TableStore:
         tenant without opening every table)."""
         self.record_summaries(asset, {scope: values})
 
-    def record_summaries(self, asset: str, values: Mapping[Scope, Mapping[str, int]]) -> None:
-        """Several tenants' summaries in one commit (`_summaries/<asset>`, a small table
-        without partitions: the commit rewrites the file holding these tenants' rows)."""
+    def record_summaries(
+        self,
+        asset: str,
+        values: Mapping[Scope, Mapping[str, int]] | Mapping[str, Mapping[str, int]],
+    ) -> None:
+        """Several tenants' summaries (keyed by scope or tenant key) in one commit
+        (`_summaries/<asset>`, a small table without partitions: the commit rewrites the file
+        holding these tenants' rows)."""
         if not values:
             return
+        stored = self.summaries(asset)
+        values = {
+            scope: v
+            for scope, v in ((_as_scope(k), v) for k, v in values.items())
+            if stored.get(scope.key) != dict(v)
+        }
+        if not values:
+            return  # every summary as stored: a re-run commits nothing
         rows = pl.DataFrame(
             {
                 "tenant_id": [s.tenant_id for s in values],

@@ -264,6 +264,21 @@ def test_the_zone_table_commits_only_when_its_rows_change(store: TableStore) -> 
     assert stored is not None and stored.is_empty()
 
 
+def test_summaries_commit_only_the_tenants_whose_summary_changed(store: TableStore) -> None:
+    table = f"_summaries/{Asset.VALIDATED_FACTS}"
+    store.record_summaries(Asset.VALIDATED_FACTS, {A: {"facts": 2}, B: {"facts": 3}})
+    v = store.version(table)
+    store.record_summaries(Asset.VALIDATED_FACTS, {A.key: {"facts": 2}, B: {"facts": 3}})
+    assert store.version(table) == v  # the same summaries: no commit
+    store.record_summaries(Asset.VALIDATED_FACTS, {A: {"facts": 2}, B: {"facts": 4}})
+    assert store.version(table) == v + 1  # type: ignore[operator]
+    assert store.history(table)[0].tenants == [B.key]
+    assert store.summaries(Asset.VALIDATED_FACTS) == {
+        A.key: {"facts": 2},
+        B.key: {"facts": 4},
+    }
+
+
 # -------------------------------------------------------------- erase and maintenance
 
 
