@@ -131,12 +131,8 @@ class Layout:
         if files[0][1] is None:
             df = pl.read_parquet([f for f, _ in files])
         else:
-            df = pl.concat(
-                [pl.read_parquet(f).with_columns(day=pl.lit(d)) for f, d in files]
-            )
-        return df.with_columns(tenant_id=pl.lit(key[0]), ns=pl.lit(key[1])).select(
-            list(RAW_TURNS)
-        )
+            df = pl.concat([pl.read_parquet(f).with_columns(day=pl.lit(d)) for f, d in files])
+        return df.with_columns(tenant_id=pl.lit(key[0]), ns=pl.lit(key[1])).select(list(RAW_TURNS))
 
     def _uri(self, key: tuple[str, str] | None = None) -> str:
         if self.name == "table_per_tenant":
@@ -229,7 +225,9 @@ def timed(fn: Callable[[], Any]) -> float:
 def path_run(layout: str, base: Path) -> dict[str, float]:
     root = Path(tempfile.mkdtemp(dir=base))
     lay = Layout(layout, root)
-    frames = {("org", f"repo{t:02d}"): tenant_rows("org", f"repo{t:02d}", range(10)) for t in range(40)}
+    frames = {
+        ("org", f"repo{t:02d}"): tenant_rows("org", f"repo{t:02d}", range(10)) for t in range(40)
+    }
     write_s = timed(lambda: lay.write(frames))
     read_s = timed(lambda: [lay.read(k) for k in frames])
     again = {k: df.clone() for k, df in frames.items()}
@@ -241,7 +239,9 @@ def path_run(layout: str, base: Path) -> dict[str, float]:
 def path_newday(layout: str, base: Path, history: int) -> float:
     root = Path(tempfile.mkdtemp(dir=base))
     lay = Layout(layout, root)
-    frames = {("org", f"repo{t:02d}"): tenant_rows("org", f"repo{t:02d}", range(5)) for t in range(39)}
+    frames = {
+        ("org", f"repo{t:02d}"): tenant_rows("org", f"repo{t:02d}", range(5)) for t in range(39)
+    }
     frames[("org", "big")] = tenant_rows("org", "big", range(history))
     lay.write(frames)
     key = ("org", "big")
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     medians = {lay: {k: statistics.median(v) for k, v in got.items()} for lay, got in raw.items()}
-    for lay, m in medians.items():
+    for m in medians.values():
         m["newday_ratio"] = m["newday_60"] / m["newday_5"]
     names = list(next(iter(medians.values())))
     print(f"{'path (median s)':<22}" + "".join(f"{lay:>18}" for lay in layouts))

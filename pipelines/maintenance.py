@@ -8,7 +8,6 @@ commit like any other; delta-rs's conflict checker orders it with the runs' comm
 `memflow tables --maintain` does the same from the command line.
 """
 
-
 from dataclasses import asdict
 
 from dagster import (

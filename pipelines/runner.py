@@ -64,9 +64,10 @@ class RunOutcome:
 
 # One ASSET_MATERIALIZATION_PLANNED event per asset for a run over a range of tenants, not one
 # per tenant (Dagster's own switch for large single-run backfills, an environment variable):
-# at 40 tenants that is 520 fewer events per run, 17% of the run's CPU (bench_event_log.py). The cost, per Dagster: the tenants of a run that fails are not
-# marked "failed" in the UI (they show as not materialized); `memflow run` reruns a failed
-# range in halves and names every tenant that still fails.
+# at 40 tenants that is 520 fewer events per run, 17% of the run's CPU (bench_event_log.py).
+# The cost, per Dagster: the tenants of a run that fails are not marked "failed" in the UI
+# (they show as not materialized); `memflow run` reruns a failed range in halves and names
+# every tenant that still fails.
 PLANNED_EVENTS_ENV = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
 # A step's per-tenant materializations of one asset are written as one batch (one transaction
 # per database: pipelines/event_log.py; PostgreSQL batches them the same way).

@@ -191,8 +191,6 @@ def test_os_plumbing_has_one_home() -> None:
 def test_the_plumbing_guard_sees_what_it_guards(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text(
-        "import fcntl\nimport os\n"
-        "stat = open(f'/proc/{pid}/stat').read()\n"
-        "os.replace('a', 'b')\n"
+        "import fcntl\nimport os\nstat = open(f'/proc/{pid}/stat').read()\nos.replace('a', 'b')\n"
     )
     assert _plumbing(sample) == OS_PLUMBING
