@@ -163,6 +163,10 @@ EXTRACTION_LOG: dict[str, pl.DataType] = {
     "triples": pl.Int64(),
     "rejects": pl.Int64(),
     "extracted_at": UTC_TS,
+    # What the turn held when it was extracted (`memflow.extract.turn_fingerprint`): a turn
+    # restated under the same ids with other content is extracted again. Null in logs written
+    # before the column existed (those turns count as unchanged).
+    "turn_sha256": pl.String(),
 }
 
 # What the landing zone holds that no tenant's reader consumed: entries that are not regular
