@@ -69,6 +69,10 @@ class Reason:
     TS_BEFORE_HISTORY_START = "ts_before_history_start"
     TS_IN_FUTURE = "ts_in_future"
     DUPLICATE_TURN = "duplicate_turn"
+    # A Parquet row whose values, decoded, take more than a JSONL line may (`MAX_LINE_BYTES`).
+    ROW_TOO_LARGE = "row_too_large"
+    # A Parquet file past the reader's bounds (size on disk, rows, decoded size): one record.
+    FILE_TOO_LARGE = "file_too_large"
 
 
 # ------------------------------------------------------------------------------ time window

@@ -49,7 +49,9 @@ RAW_TURNS: dict[str, pl.DataType] = {
     "content": pl.String(),  # redacted; null once retention dropped it
     "content_sha256": pl.String(),  # of the redacted content; kept after retention
     "tool_name": pl.String(),
-    "tool_triples": pl.String(),  # redacted JSON array from tool_input.triples, or null
+    # redacted JSON: an upsert's tool_input.triples array, a retract_facts turn's
+    # {"retract": [...], "reason"?, "by"?}; null for any other turn
+    "tool_triples": pl.String(),
     "redactions": pl.Int32(),  # how many secrets were removed from this turn
     "source_file": pl.String(),  # relative to the landing zone
     "line_no": pl.Int64(),
@@ -176,7 +178,7 @@ EXTRACTION_LOG: dict[str, pl.DataType] = {
 LANDING_PROBLEMS: dict[str, pl.DataType] = {
     "path": pl.String(),  # relative to the landing root, posix; ids redacted
     "reason": pl.String(),  # invalid_scope | symlink | not_a_regular_file | nested_directory |
-    # misplaced_file | missing_root | unreadable_file | vanished
+    # misplaced_file | missing_root | unreadable_file | vanished | hidden_directory
     "detail": pl.String(),
     "lines": pl.Int64(),  # non-blank lines / Parquet rows it holds; null: not counted
     "tenant_id": pl.String(),  # the tenant whose directory holds it; null outside any tenant
