@@ -38,7 +38,7 @@ test: $(STAMP)
 	$(BIN)/python -m tests.support.s3_server stop; exit $$status
 
 ## The same without the tests that need JanusGraph or the Milvus server (marker `server`; the
-## TinkerGraph and Milvus Lite backends still run): for development. CI runs `make test`.
+## TinkerGraph and embedded vector backends still run): for development. CI runs `make test`.
 test-quick: $(STAMP)
 	$(BIN)/ruff check .
 	bash scripts/gremlin-server.sh start

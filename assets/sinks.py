@@ -1,11 +1,10 @@
 """graph_sink and vector_sink per tenant: make each store equal its table, idempotently.
 
 The tables they project are their inputs (loaded by the tables IO manager), so the lineage in
-the UI is what they read. Their own output is the store, not a table: they return only
-materialization metadata.
+the UI is what they read; the vector sink reads the vectors from the embedding ledger and
+depends on the embeddings assets (`deps`) without loading their tables. Their own output is the
+store, not a table: they return only materialization metadata.
 """
-
-import time
 
 import polars as pl
 from dagster import (
@@ -13,6 +12,7 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
+    AssetKey,
     BackfillPolicy,
     MaterializeResult,
     MetadataValue,
@@ -90,42 +90,39 @@ def graph_sink(
 
 @asset(
     name=Asset.VECTOR_SINK,
-    description="The vector store (Milvus) holding the current model's entity-name vectors and "
-    "fact vectors (under facts:<model>), equal to the embeddings of the tenant's current entity "
-    "names and fact texts. Other models' vectors stay.",
+    description="The vector store (embedded in the data directory, or a Milvus server) holding "
+    "the current model's entity-name vectors and fact vectors (under facts:<model>), equal to "
+    "the embeddings of the tenant's current entity names and fact texts. Other models' vectors "
+    "stay.",
     partitions_def=scope_partitions,
     backfill_policy=BackfillPolicy.single_run(),
     retry_policy=IO_RETRY,
+    # The embeddings assets say which names and facts hold a vector; the vectors themselves
+    # are read from the embedding ledger (their large sidecar), so the sink depends on them
+    # without loading their tables.
+    deps=[AssetKey(Asset.ENTITY_EMBEDDINGS), AssetKey(Asset.FACT_EMBEDDINGS)],
     check_specs=[
         AssetCheckSpec(
             "vectors_equal_table",
             asset=Asset.VECTOR_SINK,
-            description="After the sync, the vector store holds exactly the current model's "
-            "vectors of the tenant's entities and of its facts.",
+            description="After the sync, read back from the store: it holds exactly the "
+            "current model's vectors of the tenant's entities and of its facts.",
         )
     ],
     group_name="sinks",
-    kinds={"milvus"},
+    kinds={"numpy", "milvus"},
 )
 def vector_sink(
     context: AssetExecutionContext,
     entities: dict[str, pl.DataFrame],
-    entity_embeddings: dict[str, pl.DataFrame],
     validated_facts: dict[str, pl.DataFrame],
-    fact_embeddings: dict[str, pl.DataFrame],
     storage: Storage,
     vectors: VectorStoreResource,
     embedding: EmbeddingModelResource,
 ):
-    # `entity_embeddings` and `fact_embeddings` say which entities and facts hold a vector; the
-    # vectors themselves are read from the embedding ledger (resources.vector.ledger), the
-    # tables' large sidecar, for exactly the current names and fact texts.
-    del entity_embeddings, fact_embeddings
-    # Imported per run: pymilvus is slow to import and the code location should load fast.
-    from memflow.fact_embedding import fact_vector_table
-    from resources.vector.base import fact_vectors_key
-    from resources.vector.ledger import EmbeddingLedger, vector_table
-    from resources.vector.sync import sync_vectors, vectors_equal_table
+    # Imported per run: the vector stack is slow to import and the code location should load fast.
+    from memflow.vector_sync import sync_tenants
+    from resources.vector.ledger import EmbeddingLedger
 
     model = embedding.model_name() if embedding.identity() != "none" else None
     if model is None:
@@ -141,48 +138,39 @@ def vector_sink(
             metadata={"model": "none"},
         )
         return
-    facts_key = fact_vectors_key(model)
+
+    def tenants():
+        # Each tenant's tables are let go once its wanted rows are known.
+        for scope in run_scopes(context):
+            ents = entities.pop(scope.key, None)
+            facts = validated_facts.pop(scope.key, None)
+            yield (
+                scope,
+                ents if ents is not None else empty(ENTITIES),
+                facts if facts is not None else empty(FACTS),
+            )
+
     mismatched: dict[str, dict] = {}
     ledger = EmbeddingLedger(storage.data_dir)
     with vectors.open() as store:
-        for scope in run_scopes(context):
-            started = time.perf_counter()
-            ents = entities.get(scope.key, empty(ENTITIES))
-            facts = validated_facts.get(scope.key, empty(FACTS))
-            # Entity names first: recall chooses its model by them, and keeps serving the
-            # previous model until the new one covers the facts as well.
-            tables = {
-                "entities": (
-                    model,
-                    vector_table(ledger, model, scope, ents.select("entity_id", "name")),
-                ),
-                "facts": (facts_key, fact_vector_table(ledger, model, scope, facts)),
-            }
-            reports = {
-                kind: sync_vectors(store, key, scope, table)
-                for kind, (key, table) in tables.items()
-            }
-            diffs = {}
-            for kind, (key, table) in tables.items():
-                equal, diff = vectors_equal_table(store, key, scope, table)
-                if not equal:
-                    diffs[kind] = diff
-            if diffs:
-                mismatched[scope.key] = diffs
-            ent, fact = reports["entities"], reports["facts"]
+        for done in sync_tenants(store, ledger, model, tenants()):
+            if not done.equal:
+                mismatched[done.scope.key] = done.mismatches
+            ent, fact = done.reports["entities"], done.reports["facts"]
             tenant_metadata(
                 context,
                 Asset.VECTOR_SINK,
-                scope,
+                done.scope,
                 {
                     "model": model,
+                    "backend": store.backend,
                     "rows_written": ent.written + fact.written,
                     "rows_deleted": ent.deleted + fact.deleted,
                     "rows_unchanged": ent.unchanged + fact.unchanged,
                     "entity_rows_written": ent.written,
                     "fact_rows_written": fact.written,
                     "fact_rows_deleted": fact.deleted,
-                    "duration_s": round(time.perf_counter() - started, 3),
+                    "duration_s": round(done.seconds, 3),
                 },
             )
     yield MaterializeResult()

@@ -6,8 +6,8 @@
 Everything runs as in production, in a temp directory: `dagster-daemon run` on `workspace.yaml`
 (its own DAGSTER_HOME; the `landing_sensor` and the automation sensor `tenant_automation` run
 the ingest and per-tenant jobs, at the intervals `pipelines.definitions` gives them), the API as
-a subprocess (`recall.server.serve` on loopback, embedded stores: SQLite graph + supervised
-Milvus Lite server). The bench posts one triple,
+a subprocess (`recall.server.serve` on loopback, embedded stores: SQLite graph + the embedded
+vector store). The bench posts one triple,
 then polls `POST /v1/recall` every second until the fact's id comes back (404 until the
 tenant's sinks have run once), giving up after `--timeout` seconds (180).
 
@@ -261,9 +261,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         stop(api)
         stop(daemon)
-        from resources.vector.lite_server import stop_lite_server
-
-        stop_lite_server(root / "data")
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     warm = result.get("warm", {}).get("seconds")

@@ -6,7 +6,7 @@ whole process, start to exit, against a warm API server at the caps.
     python bench/bench_hooks.py --embedder hash  # deterministic vectors, no model
 
 Setup: the stores of `bench/bench_latency.py` (one scope at the caps, 5,000 entities and 10,000
-facts, among 100 tenants; SQLite graph, Milvus Lite vectors), its API server in a second process
+facts, among 100 tenants; SQLite graph, embedded vectors), its API server in a second process
 (warmed with one recall), a key for the scope, and a project folder mapped to the scope by
 ``MEMFLOW_TENANT_MAP``. Each run starts a new Python process, feeds it the SessionStart JSON on
 stdin and waits for it to exit; the hook must print the scope's facts.
@@ -220,10 +220,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if proc is not None:
             lat.stop_server(proc)
-        if not args.data:
-            from resources.vector.lite_server import stop_lite_server
-
-            stop_lite_server(data)
         shutil.rmtree(tmp, ignore_errors=True)
     result["machine"]["load_avg_1_5_15_at_end"] = os.getloadavg()
     worst = max(result["same_question"]["p95_ms"], result["new_question_each_run"]["p95_ms"])

@@ -4,8 +4,8 @@
     python bench/bench_latency.py --data DIR      # keep (and on later runs reuse) the stores
     python bench/bench_latency.py --embedder hash # deterministic vectors, no model
 
-Setup, as in production: a SQLite graph file and the Milvus Lite gRPC server memflow supervises
-for the data directory (`open_vector_store(None, data_dir)`, with its in-process search cache).
+Setup, as in production: a SQLite graph file and the embedded vector store of the data directory
+(`open_vector_store(None, data_dir)`: numpy over its Arrow files).
 One scope sits at the caps (5,000 entities, 10,000 facts, a hub entity with 1,500 facts) among
 100 tenants; names are realistic (services, files, functions, classes, people, technologies,
 tickets, config keys). Vectors come from all-MiniLM-L6-v2 (`SentenceTransformerEmbeddingProvider`)
@@ -747,10 +747,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = run(args, data, provider, embedder)
     finally:
-        from resources.vector.lite_server import stop_lite_server
-
         if tmp is not None:
-            stop_lite_server(tmp)
             shutil.rmtree(tmp, ignore_errors=True)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")

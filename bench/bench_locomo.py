@@ -301,6 +301,7 @@ ABLATION = (
     "shipped",
     "issue 11 ranking (no focus, no dedup)",
     "no dedup",
+    "no new-source rule",
     "focus_weight=0.25",
     "focus_weight=0.5",
     "focus_weight=1",
@@ -378,7 +379,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = data.resolve()
     data.mkdir(parents=True, exist_ok=True)
     from resources.models.onnx_embeddings import OnnxEmbeddingProvider
-    from resources.vector.lite_server import stop_lite_server
 
     variants = None
     try:
@@ -397,8 +397,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         merge(result, evaluate(unseen, locomo.load_questions(UNSEEN), provider))
         variants = ablation(data, provider) if args.ablation else None
     finally:
-        stop_lite_server(data)
-        stop_lite_server(data / "unseen")
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     systems = [*MODES, *FLAT]

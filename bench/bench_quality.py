@@ -13,7 +13,7 @@ project's set.
 The set lives in `bench/quality/`: entities, facts (with supersessions), hub fillers (expanded
 deterministically from `hubs.json`) and queries with their relevant facts, over several tenants
 including distractor tenants that reuse the same names. It is loaded into fresh stores in a
-temp dir (SQLite graph, Milvus Lite vectors); for hybrid, the local embedding server
+temp dir (SQLite graph, the embedded vector store); for hybrid, the local embedding server
 (`resources.models.embed_server`, all-MiniLM-L6-v2) is started on loopback and every entity name
 and every fact text is embedded through the OpenAI-compatible provider, as the pipeline would.
 
@@ -359,10 +359,10 @@ def start_embed_server(python: str = sys.executable) -> tuple[subprocess.Popen[b
 
 def make_stores(workdir: Path) -> tuple[GraphStore, VectorStore]:
     from resources.graph.sqlite import SqliteGraphStore
-    from resources.vector.milvus import MilvusVectorStore
+    from resources.vector.local import LocalVectorStore
 
-    # The in-process search cache, as the embedded default (`open_vector_store`) uses it.
-    vectors = MilvusVectorStore(str(workdir / "vectors.db"), cache_dir=workdir / "milvus-gen")
+    # The embedded default, as `open_vector_store(None, data_dir)` opens it.
+    vectors = LocalVectorStore(workdir / "vectors")
     return SqliteGraphStore(workdir / "graph.db"), vectors
 
 

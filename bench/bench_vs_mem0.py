@@ -7,7 +7,7 @@ Three worker processes answer the same queries, one at a time, in rotating order
 its own call (so pipes and JSON are not in the figures):
 
 - memflow: `RecallService.recall(..., ranking="hybrid", limit=40)` over the embedded stores
-  (SQLite + the supervised Milvus Lite, entity-name and fact vectors), its provider built the
+  (SQLite + the embedded vector store, entity-name and fact vectors), its provider built the
   way `memflow serve` builds it (`recall.server.embedder`) with `MEMFLOW_EMBEDDER=onnx` (the
   same MiniLM weights through ONNX Runtime, `resources/models/onnx_embeddings.py`);
 - memflow with the torch provider (`MEMFLOW_EMBEDDER=sentence-transformers`, the frozen
@@ -367,8 +367,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.mode == "worker":
         return memflow_worker(args.data, args.variant)
 
-    from resources.vector.lite_server import stop_lite_server
-
     tmp = None
     data = args.data
     if data is None:
@@ -381,7 +379,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.ablation:
             result["ablation"] = ablation(data, args.queries)
     finally:
-        stop_lite_server(data)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

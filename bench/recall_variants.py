@@ -21,8 +21,9 @@ def _ranking(**changes: object) -> RecallConfig:
 VARIANTS: dict[str, RecallConfig] = {
     "shipped": RecallConfig(),
     # main before issue 20: no question-entity focus, no near-duplicate dedup
-    "issue 11 ranking (no focus, no dedup)": _ranking(distinct_top=0),
+    "issue 11 ranking (no focus, no dedup)": _ranking(distinct_top=0, new_sources_top=0),
     "no dedup": _ranking(distinct_top=0),
+    "no new-source rule": _ranking(new_sources_top=0),
     "focus_weight=0.25": _ranking(focus_weight=0.25),
     "focus_weight=0.5": _ranking(focus_weight=0.5),
     "focus_weight=1": _ranking(focus_weight=1.0),

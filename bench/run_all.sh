@@ -12,6 +12,7 @@ run env POLARS_MAX_THREADS=1 $PY bench/bench_redaction.py
 run env POLARS_MAX_THREADS=1 $PY bench/bench_redaction_adversarial.py
 run $PY bench/bench_embedding_sweep.py
 run $PY bench/bench_graph_sync.py --gremlin-url "${MEMFLOW_GREMLIN_URL:-ws://127.0.0.1:18182/gremlin}"
+run $PY bench/bench_vector_store.py
 run $PY bench/bench_latency.py
 run $PY bench/bench_vs_mem0.py --ablation
 run $PY bench/bench_quality.py

@@ -71,7 +71,7 @@ def embed_missing(
         )
     else:
         wanted = with_text_hash(entities_df)
-    done = ledger.load(model, scope).select("entity_id", "text_hash")
+    done = ledger.pairs(model, scope)  # ids and hashes only: no vector is read
     todo = wanted.join(done, on=["entity_id", "text_hash"], how="anti", maintain_order="left")
     ids, hashes, names = (todo[c].to_list() for c in ("entity_id", "text_hash", "name"))
     dims = ledger.dims(model)

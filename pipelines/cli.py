@@ -362,15 +362,6 @@ def cmd_vectors_prune(args: argparse.Namespace) -> int:
     return 1 if report.failed else 0
 
 
-def cmd_stop(args: argparse.Namespace) -> int:
-    cfg = _settings(args)
-    from resources.vector.lite_server import stop_lite_server
-
-    stopped = stop_lite_server(cfg["MEMFLOW_DATA_DIR"])
-    print("stopped the Milvus Lite server" if stopped else "no Milvus Lite server was running")
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memflow", description="Agent memory as a Dagster dataflow, with a recall API."
@@ -481,14 +472,13 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--keep", action="append", help="also keep this model (repeatable)")
     v.add_argument("--apply", action="store_true", help="delete (default: only report)")
     v.set_defaults(func=cmd_vectors_prune)
+    from pipelines.vector_rebuild import add_parser as add_vectors_rebuild
+
+    add_vectors_rebuild(vectors, _common, _settings, _scope)
 
     from pipelines.tables_cli import add_parser as add_tables_parser
 
     add_tables_parser(sub, _common)
-
-    p = sub.add_parser("stop", help="stop the Milvus Lite server memflow supervises")
-    _common(p)
-    p.set_defaults(func=cmd_stop)
     return parser
 
 

@@ -153,12 +153,8 @@ def format_summary(rows: list[dict[str, Any]]) -> str:
 
 
 def store_counts(scopes: list[Scope], cfg: Settings) -> dict[str, dict]:
-    from resources.vector.lite_server import lite_store_exists
-
-    # The embedded default with no vector ever stored: no server is started to count nothing.
-    lite = not cfg["MEMFLOW_MILVUS_URI"].strip()
     graph = cfg.open_graph()
-    vectors = cfg.open_vectors() if not lite or lite_store_exists(cfg.data_dir) else None
+    vectors = cfg.open_vectors()
     out: dict[str, dict] = {}
     try:
         for scope in scopes:
@@ -244,11 +240,16 @@ def status(cfg: Settings) -> dict[str, Any]:
     finally:
         graph.close()
         vectors.close()
-    return {"data_dir": data_dir, "embedding_model": model, "tenants": tenants}
+    from resources.vector.legacy import find_legacy
+
+    legacy = find_legacy(data_dir)
+    notes = [legacy.note()] if legacy is not None else []
+    return {"data_dir": data_dir, "embedding_model": model, "tenants": tenants, "notes": notes}
 
 
 def format_status(report: dict[str, Any]) -> str:
     lines = [f"data: {report['data_dir']}   embedding model: {report['embedding_model'] or 'none'}"]
+    lines += [f"note: {note}" for note in report.get("notes", [])]
     for t in report["tenants"]:
         rows = t["tables"]
         g = t["graph"]

@@ -1,10 +1,10 @@
 """`memflow serve`: the recall API over the stores the pipeline writes, with uvicorn.
 
 The service only reads the stores, so it runs beside a Dagster run: the SQLite graph is in WAL
-mode (readers keep their snapshot while a run commits) and the embedded vector store is the
-Milvus Lite gRPC server memflow supervises for the data directory, reached by URI (started here
-if no process has started it yet). Writes (``POST /v1/turns``, ``/v1/triples``) go to the
-landing zone the pipeline's sensor watches, never to the stores.
+mode (readers keep their snapshot while a run commits) and the embedded vector store's files
+are replaced whole by each write, which the next search sees (`resources.vector.local`).
+Writes (``POST /v1/turns``, ``/v1/triples``) go to the landing zone the pipeline's sensor
+watches, never to the stores.
 
 Settings arrive resolved (`resources.settings.Settings`, from `pipelines.settings.resolve` in
 the CLI); the keys file is ``MEMFLOW_API_KEYS_FILE`` (default ``<data_dir>/api-keys.json``).

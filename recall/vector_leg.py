@@ -50,6 +50,7 @@ from schemas.scope import Scope
 DEFAULT_EMBED_TIMEOUT_S = 5.0
 DEFAULT_COVERAGE_TTL_S = 5.0
 QUERY_VECTOR_CACHE = 512
+COVERAGE_SCOPES = 4096  # scopes whose coverage is kept: the API's memory stays bounded
 
 
 class VectorUnavailable(Exception):
@@ -91,7 +92,9 @@ class VectorLeg:
             max_workers=4, thread_name_prefix="recall-embed"
         )
         self._lock = threading.Lock()
-        self._coverage: dict[Scope, tuple[float, tuple[int, int], dict[str, tuple[int, int]]]] = {}
+        self._coverage: OrderedDict[
+            Scope, tuple[float, tuple[int, int], dict[str, tuple[int, int]]]
+        ] = OrderedDict()
         self._query_vectors: OrderedDict[tuple[str, str], list[float]] = OrderedDict()
 
     def choose_model(self, scope: Scope, entity_count: int, fact_count: int = 0) -> ModelChoice:
@@ -142,6 +145,9 @@ class VectorLeg:
             raise VectorUnavailable("vector_store_failed", type(err).__name__) from err
         with self._lock:
             self._coverage[scope] = (now, counts, held)
+            self._coverage.move_to_end(scope)
+            while len(self._coverage) > COVERAGE_SCOPES:
+                self._coverage.popitem(last=False)
         return held
 
     def fact_vectors(self, scope: Scope, model: str, entity_count: int, fact_count: int = 0) -> int:

@@ -186,9 +186,9 @@ class GraphStoreResource(ConfigurableResource):
 
 
 class VectorStoreResource(ConfigurableResource):
-    """Milvus: empty `uri` = Milvus Lite served by memflow on loopback for `data_dir`."""
+    """Empty `uri`: the embedded store in `<data_dir>/vectors`; else a Milvus server."""
 
-    uri: str = Field(default="", description="Milvus server URI; empty for embedded Lite.")
+    uri: str = Field(default="", description="Milvus server URI; empty for the embedded store.")
     token: str = Field(default="")
     data_dir: str = Field(default=".memflow")
 

@@ -206,7 +206,7 @@ def open_graph(backend: str, data_dir: str | os.PathLike[str], gremlin_url: str)
 
 
 def open_vectors(uri: str, data_dir: str | os.PathLike[str], token: str = "") -> VectorStore:
-    """The vector store: Milvus Lite served for the data directory (empty URI) or a server."""
+    """The vector store: the embedded one in the data directory (empty URI) or a Milvus server."""
     from resources.vector.factory import open_vector_store
 
     return open_vector_store(uri or None, data_dir, token=token or None)

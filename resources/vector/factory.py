@@ -6,10 +6,13 @@ import os
 from pathlib import Path
 
 from resources.vector.base import VectorStore
-from resources.vector.lite_server import ensure_lite_server
-from resources.vector.milvus import Layout, MilvusVectorStore
 
-CACHE_SUBDIR = "milvus-gen"
+VECTORS_SUBDIR = "vectors"
+
+
+def vectors_dir(data_dir: str | os.PathLike[str]) -> Path:
+    """Where the embedded store keeps its files: `<data>/vectors`."""
+    return Path(data_dir) / VECTORS_SUBDIR
 
 
 def open_vector_store(
@@ -17,16 +20,13 @@ def open_vector_store(
     data_dir: str | os.PathLike[str],
     token: str | None = None,
 ) -> VectorStore:
-    """None: the embedded default, Milvus Lite served by memflow for `data_dir` (started if
-    needed, restarted if it dies), a collection per scope and the in-process search cache.
-    A `.db` path: Milvus Lite in this process only. A URI: a Milvus server or cluster
-    (partition-key layout, or the scope layout if it turns out to be a Lite server)."""
+    """None or empty: the embedded store in `<data_dir>/vectors` (no server; any process on the
+    host may read and write it). A URI: a Milvus server or cluster."""
     if uri_or_none is None or not uri_or_none.strip():
-        root = Path(data_dir)
-        return MilvusVectorStore(
-            ensure_lite_server(root),
-            layout=Layout.SCOPE,
-            cache_dir=root / CACHE_SUBDIR,
-            reconnect=lambda: ensure_lite_server(root),  # restarts a server that died
-        )
+        from resources.vector.local import LocalVectorStore
+
+        return LocalVectorStore(vectors_dir(data_dir))
+    # Imported only here: pymilvus takes about a second to import.
+    from resources.vector.milvus import MilvusVectorStore
+
     return MilvusVectorStore(uri_or_none.strip(), token=token)

@@ -7,22 +7,28 @@ only what no part holds yet. Layout::
     <data_dir>/embedding-ledger/<model-slug>-<hash>/<org>/<repo>/part-<time_ns>-<pid>-<rand>.parquet
 
 Parts hold entity_id, text_hash (sha256 of the embedded name), dim and vector. A later part wins
-for the same (entity_id, text_hash); `compact` merges a scope's parts into one.
+for the same (entity_id, text_hash); `compact` merges a scope's parts into one. The model's
+dimension is declared once, at its first append, in `<model-slug>-<hash>/model.json`, so no
+call has to look at other tenants' parts (a ledger written before declarations is scanned once
+and declared then).
+
+Readers that need only which (entity_id, text_hash) pairs hold a vector (`pairs`: the sweep's
+cursor, the sink's diff) read those two columns; `vectors_of` reads the vectors of given pairs.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import re
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
-from resources.fs import atomic_write_parquet, file_lock
+from resources.fs import as_storage_error, atomic_write_parquet, file_lock
+from resources.vector.declaration import MODEL_FILE, declare, model_dir_name, read_declaration
 from schemas.ids import sha256_text
 from schemas.scope import Scope
 
@@ -33,14 +39,8 @@ SCHEMA: dict[str, pl.DataType] = {
     "dim": pl.Int32(),
     "vector": pl.List(pl.Float32()),
 }
-_SLUG = re.compile(r"[^a-z0-9]+")
 
 Rows = pl.DataFrame | Sequence[tuple[str, str, Sequence[float]]]
-
-
-def model_dir_name(model: str) -> str:
-    slug = _SLUG.sub("-", model.lower()).strip("-")[:60] or "model"
-    return f"{slug}-{hashlib.sha256(model.encode('utf-8')).hexdigest()[:10]}"
 
 
 class EmbeddingLedger:
@@ -68,16 +68,82 @@ class EmbeddingLedger:
             return frame.unique(["entity_id", "text_hash"], keep="last", maintain_order=True)
         raise RuntimeError(f"embedding ledger for {scope.key} kept changing while read")
 
+    def pairs(self, model: str, scope: Scope) -> pl.DataFrame:
+        """entity_id, text_hash: every pair the ledger holds a vector of (no vectors read)."""
+        return self._scan(model, scope, ["entity_id", "text_hash"]).unique(maintain_order=True)
+
+    def vectors_of(
+        self, model: str, scope: Scope, wanted: dict[str, str]
+    ) -> tuple[list[str], list[str], np.ndarray]:
+        """(ids, text hashes, (n, dim) float32 matrix) of the held vectors of exactly the
+        `wanted` entity_id -> text_hash pairs (the latest vector of each)."""
+        if not wanted:
+            return [], [], np.zeros((0, 0), np.float32)
+        pairs = pl.DataFrame(
+            {"entity_id": list(wanted), "text_hash": list(wanted.values())},
+            schema={"entity_id": pl.String, "text_hash": pl.String},
+        )
+        frame = self._scan(model, scope, list(SCHEMA), ids=list(wanted))
+        frame = frame.join(pairs, on=["entity_id", "text_hash"], how="semi")
+        frame = frame.unique(["entity_id", "text_hash"], keep="last", maintain_order=True)
+        if frame.is_empty():
+            return [], [], np.zeros((0, 0), np.float32)
+        dims = frame["dim"].unique().to_list()
+        if len(dims) != 1:
+            raise ValueError(f"the ledger of {scope.key} mixes dimensions {sorted(dims)}")
+        matrix = frame["vector"].list.to_array(int(dims[0])).to_numpy()
+        return frame["entity_id"].to_list(), frame["text_hash"].to_list(), matrix
+
+    def _scan(
+        self, model: str, scope: Scope, columns: list[str], ids: list[str] | None = None
+    ) -> pl.DataFrame:
+        # `read_parquet` then a filter in memory: a lazy scan with a pushed-down filter plans
+        # for milliseconds, more than a tenant's parts take to read whole.
+        for _ in range(5):
+            paths = self.parts(model, scope)
+            if not paths:
+                return pl.DataFrame(schema={c: SCHEMA[c] for c in columns})
+            try:
+                frame = pl.read_parquet(paths, columns=columns)
+            except FileNotFoundError:
+                continue  # a compaction replaced the parts between listing and reading
+            return frame if ids is None else frame.filter(pl.col("entity_id").is_in(ids))
+        raise RuntimeError(f"embedding ledger for {scope.key} kept changing while read")
+
     def dims(self, model: str) -> set[int]:
-        """Every dimension the ledger holds for `model` (one, unless something went wrong)."""
+        """The dimension the ledger holds for `model` (a set: a ledger written before
+        declarations may hold several, if something went wrong); empty before any vector."""
+        if model in self._dims:
+            return set(self._dims[model])
+        declared = self._declared(model)
+        if declared is not None:
+            self._dims[model] = {declared}
+            return {declared}
         folder = self.root / model_dir_name(model)
         paths = sorted(folder.glob("*/*/part-*.parquet")) if folder.is_dir() else []
         found: set[int] = set()
-        if paths:
+        if paths:  # a ledger from before declarations: scanned once, then declared
             with contextlib.suppress(FileNotFoundError):
                 found = set(pl.scan_parquet(paths).select("dim").unique().collect()["dim"])
-        self._dims[model] = found | self._dims.get(model, set())
-        return set(self._dims[model])
+        if len(found) == 1:
+            self._declare(model, next(iter(found)))
+        if found:
+            self._dims[model] = found
+        return found
+
+    def _declared(self, model: str) -> int | None:
+        try:
+            return read_declaration(self.root / model_dir_name(model), model)
+        except ValueError as err:
+            raise ValueError(f"the embedding ledger's {err}") from err
+
+    def _declare(self, model: str, dim: int) -> int:
+        """Declare `model`'s dimension unless declared already; returns the declared one."""
+        folder = self.root / model_dir_name(model)
+        try:
+            return declare(folder, model, dim)
+        except OSError as exc:
+            raise as_storage_error(folder / MODEL_FILE, exc) or exc from exc
 
     def append(self, model: str, scope: Scope, rows: Rows) -> int:
         """Persist one batch as one part file; returns rows written.
@@ -91,15 +157,17 @@ class EmbeddingLedger:
         batch_dims = set(frame["dim"].unique().to_list())
         if len(batch_dims) != 1:
             raise ValueError(f"one batch holds vectors of {sorted(batch_dims)} dimensions")
-        held = self._dims.get(model) or self.dims(model)
-        if held and not batch_dims <= held:
+        held = self.dims(model)
+        if not held:
+            held = {self._declare(model, next(iter(batch_dims)))}
+            self._dims[model] = held
+        if not batch_dims <= held:
             raise ValueError(
                 f"model {model!r} holds {sorted(held)}-dimensional vectors; "
                 f"got {sorted(batch_dims)}"
             )
         folder = self.scope_dir(model, scope)
         _write_atomic(frame, folder / _part_name())  # creates the folder
-        self._dims.setdefault(model, set()).update(batch_dims)
         return frame.height
 
     def compact(self, model: str, scope: Scope, *, min_parts: int = 2) -> int:

@@ -1,7 +1,7 @@
-"""Real stores for the API tests: a SQLite graph file and a Milvus Lite file loaded with a few
-tenants, the recall service over them, keys in a keys file, and the app.
+"""Real stores for the API tests: a SQLite graph file and the embedded vector store loaded with a
+few tenants, the recall service over them, keys in a keys file, and the app.
 
-The stores are built once per test session (Milvus Lite takes seconds to start). Tests that
+The stores are built once per test session. Tests that
 write only write to the landing zone (a fresh folder per test), never to the stores.
 """
 
@@ -23,7 +23,8 @@ from recall.auth import KeyRing, add_key
 from recall.service import RecallService
 from resources.graph.sqlite import SqliteGraphStore
 from resources.models.base import EmbeddingProvider
-from resources.vector.milvus import MilvusVectorStore
+from resources.vector.base import VectorStore
+from resources.vector.local import LocalVectorStore
 from schemas import ids
 from schemas.records import EntityRecord, FactRecord
 from schemas.scope import Scope
@@ -135,7 +136,7 @@ def load_graph(graph: SqliteGraphStore, key: str) -> tuple[TenantData, list[Enti
 
 
 def load_tenant(
-    graph: SqliteGraphStore, vectors: MilvusVectorStore, embedder: TrigramEmbedder, key: str
+    graph: SqliteGraphStore, vectors: VectorStore, embedder: TrigramEmbedder, key: str
 ) -> TenantData:
     data, entities = load_graph(graph, key)
     vectors.upsert(
@@ -153,7 +154,7 @@ def load_tenant(
 @dataclass
 class World:
     graph: SqliteGraphStore
-    vectors: MilvusVectorStore
+    vectors: VectorStore
     embedder: TrigramEmbedder
     tenants: dict[str, TenantData]
     keys_file: Path
@@ -168,7 +169,7 @@ class World:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("api-stores")
     graph = SqliteGraphStore(root / "graph.sqlite")
-    vectors = MilvusVectorStore(str(root / "vectors.db"))
+    vectors = LocalVectorStore(root / "vectors")
     embedder = TrigramEmbedder()
     tenants = {key: load_tenant(graph, vectors, embedder, key) for key in PRIVATE}
     keys_file = root / "api-keys.json"

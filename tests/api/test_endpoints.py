@@ -353,7 +353,7 @@ def test_healthz_reports_both_stores(client: TestClient):
     assert r.json() == {
         "status": "ok",
         "graph": {"ok": True, "backend": "sqlite"},
-        "vectors": {"ok": True, "backend": "milvus-lite"},
+        "vectors": {"ok": True, "backend": "embedded"},
         "embedding_model": "test-trigram-64",
     }
 

@@ -1,7 +1,7 @@
 """List, retract, forget and erase through the API, the ingest answer of every write, and the
 redaction of what writes land (issue 17 items 3 and 5, issue 16 item 2, red team M2).
 
-The stores are the session's real SQLite graph and Milvus Lite file (tests/api/conftest.py);
+The stores are the session's real SQLite graph and embedded vector store (tests/api/conftest.py);
 writes land in a fresh landing folder per test and are read back with the landing reader."""
 
 from __future__ import annotations

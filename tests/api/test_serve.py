@@ -116,8 +116,8 @@ def test_server_app_opens_the_stores_at_startup(data_dir: Path):
 def test_a_previous_embedding_model_keeps_serving_during_a_re_embed(
     data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from resources.vector.lite_server import stop_lite_server
     from tests.support.embeddings_server import EmbeddingsServer
+    from tests.support.leftovers import assert_no_process_left
 
     with EmbeddingsServer(dim=8, model="hash-b") as server:
         for name, value in {
@@ -134,7 +134,7 @@ def test_a_previous_embedding_model_keeps_serving_during_a_re_embed(
             assert set(leg.providers) == {"hash-a", "hash-b"}
         finally:
             built.close()
-            stop_lite_server(data_dir)
+            assert_no_process_left(data_dir)
 
 
 def _embedding_settings(url: str, model: str, previous: str = "", embedder: str = "openai") -> str:
@@ -147,8 +147,8 @@ def _embedding_settings(url: str, model: str, previous: str = "", embedder: str 
 def test_a_reload_switches_the_embedding_model_without_a_restart(
     data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from resources.vector.lite_server import stop_lite_server
     from tests.support.embeddings_server import EmbeddingsServer
+    from tests.support.leftovers import assert_no_process_left
 
     key = add_key(Settings.from_env().keys_file, "acme", ["payments"])
     env_file = tmp_path / ".env"
@@ -194,7 +194,7 @@ def test_a_reload_switches_the_embedding_model_without_a_restart(
                 assert app.state.api.service is now
             assert app.state.reload() == "not running"  # after shutdown
         finally:
-            stop_lite_server(data_dir)
+            assert_no_process_left(data_dir)
 
 
 def test_sighup_makes_memflow_serve_reread_its_env_file(
@@ -208,8 +208,8 @@ def test_sighup_makes_memflow_serve_reread_its_env_file(
     import urllib.request
 
     from bench.netutil import free_port
-    from resources.vector.lite_server import stop_lite_server
     from tests.support.embeddings_server import EmbeddingsServer
+    from tests.support.leftovers import assert_no_process_left
 
     root = Path(__file__).resolve().parents[2]
     port = free_port()
@@ -252,7 +252,7 @@ def test_sighup_makes_memflow_serve_reread_its_env_file(
         finally:
             proc.terminate()
             proc.wait(timeout=60)
-            stop_lite_server(data_dir)
+            assert_no_process_left(data_dir)
 
 
 def _switch_app(env_file: Path, url: str, monkeypatch: pytest.MonkeyPatch, **kwargs):
@@ -270,8 +270,8 @@ def test_a_request_under_way_keeps_its_service_past_the_grace(
     import time
 
     from recall.service import RecallService
-    from resources.vector.lite_server import stop_lite_server
     from tests.support.embeddings_server import EmbeddingsServer
+    from tests.support.leftovers import assert_no_process_left
 
     key = add_key(Settings.from_env().keys_file, "acme", ["payments"])
     env_file = tmp_path / ".env"
@@ -317,7 +317,7 @@ def test_a_request_under_way_keeps_its_service_past_the_grace(
                     time.sleep(0.05)
                 assert not app.state.api.in_use(first)
         finally:
-            stop_lite_server(data_dir)
+            assert_no_process_left(data_dir)
 
 
 def test_a_reload_never_holds_up_shutdown_and_refuses_a_model_that_does_not_answer(
@@ -327,8 +327,8 @@ def test_a_reload_never_holds_up_shutdown_and_refuses_a_model_that_does_not_answ
     import time
 
     import recall.server as server_module
-    from resources.vector.lite_server import stop_lite_server
     from tests.support.embeddings_server import EmbeddingsServer, Fault
+    from tests.support.leftovers import assert_no_process_left
 
     env_file = tmp_path / ".env"
     with EmbeddingsServer(dim=8) as server:
@@ -376,7 +376,7 @@ def test_a_reload_never_holds_up_shutdown_and_refuses_a_model_that_does_not_answ
             reloading.join(30)
             assert outcome == ["not running"]  # built after the shutdown, and closed
         finally:
-            stop_lite_server(data_dir)
+            assert_no_process_left(data_dir)
 
 
 def test_signals_during_a_reload_make_one_more_reload() -> None:

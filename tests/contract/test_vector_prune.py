@@ -15,13 +15,12 @@ from hypothesis import strategies as st
 
 from memflow.fact_embedding import fact_texts
 from pipelines.vector_prune import FAILED, NO_TABLE, NOT_COVERED, kept_keys, prune_scope
-from resources.vector.base import fact_vectors_key
+from resources.vector.base import VectorStore, fact_vectors_key
+from resources.vector.factory import open_vector_store
 from resources.vector.ledger import with_text_hash
-from resources.vector.milvus import MilvusVectorStore
 from schemas.scope import Scope
-from tests.support.milvus import (  # noqa: F401
+from tests.support.vector_stores import (  # noqa: F401
     fresh_scope,
-    lite_server_dir,
     milvus_server_uri,
     vector_store,
 )
@@ -40,14 +39,14 @@ FACTS = pl.DataFrame(
 )
 
 
-def fill(store: MilvusVectorStore, scope: Scope, model: str, entities: pl.DataFrame) -> None:
+def fill(store: VectorStore, scope: Scope, model: str, entities: pl.DataFrame) -> None:
     rows = with_text_hash(entities).select("entity_id", "text_hash").iter_rows()
     store.upsert(model, 4, scope, [(eid, h, E1) for eid, h in rows])
     store.upsert(fact_vectors_key(model), 4, scope, [("f1", "hf", E1)])
 
 
 def test_prune_deletes_only_old_models_of_the_scope_once_covered(
-    vector_store: MilvusVectorStore, fresh_scope: Scopes
+    vector_store: VectorStore, fresh_scope: Scopes
 ) -> None:
     scope, other = fresh_scope(), fresh_scope(tenant="b")
     for model in ("old", "new"):
@@ -73,7 +72,7 @@ def test_prune_deletes_only_old_models_of_the_scope_once_covered(
 
 
 def test_prune_keeps_everything_while_the_current_model_lags(
-    vector_store: MilvusVectorStore, fresh_scope: Scopes
+    vector_store: VectorStore, fresh_scope: Scopes
 ) -> None:
     scope = fresh_scope()
     fill(vector_store, scope, "old", ENTITIES)
@@ -95,13 +94,13 @@ def test_prune_keeps_everything_while_the_current_model_lags(
     assert kept == [] and vector_store.models(scope)["facts:old"] == (4, 1)
 
 
-def fill_facts(store: MilvusVectorStore, scope: Scope, model: str, facts: pl.DataFrame) -> None:
+def fill_facts(store: VectorStore, scope: Scope, model: str, facts: pl.DataFrame) -> None:
     rows = with_text_hash(fact_texts(facts)).select("entity_id", "text_hash").iter_rows()
     store.upsert(fact_vectors_key(model), 4, scope, [(fid, h, E1) for fid, h in rows])
 
 
 def test_a_tenant_whose_facts_the_current_model_lacks_keeps_every_model(
-    vector_store: MilvusVectorStore, fresh_scope: Scopes
+    vector_store: VectorStore, fresh_scope: Scopes
 ) -> None:
     # Recall serves a model that covers the names *and* the facts before one that covers the
     # names only (recall/vector_leg.py): pruning on names alone took away the model recall
@@ -121,7 +120,7 @@ def test_a_tenant_whose_facts_the_current_model_lacks_keeps_every_model(
 
 
 def test_a_failed_delete_is_reported_with_what_was_deleted_before_it(
-    vector_store: MilvusVectorStore, fresh_scope: Scopes, monkeypatch: pytest.MonkeyPatch
+    vector_store: VectorStore, fresh_scope: Scopes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     scope = fresh_scope()
     for model in ("a-old", "b-old", "new"):
@@ -157,11 +156,10 @@ def test_the_cli_keeps_what_the_settings_file_names_and_reports_every_tenant(
     from resources.tables import TableStore
     from schemas.tables import Asset
 
-    data, uri = tmp_path / "data", str(tmp_path / "vectors.db")
+    data = tmp_path / "data"
     for name in DEFAULTS:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("MEMFLOW_MILVUS_URI", uri)
     monkeypatch.setenv("MEMFLOW_EMBEDDER", "openai")
     monkeypatch.setenv("MEMFLOW_EMBEDDING_URL", "http://127.0.0.1:9")
     tables = TableStore(data)
@@ -172,7 +170,7 @@ def test_the_cli_keeps_what_the_settings_file_names_and_reports_every_tenant(
             Asset.ENTITIES,
             scope,
         )
-    store = MilvusVectorStore(uri)
+    store = open_vector_store(None, data)
     for scope in (good, bad):
         for model in ("old", "new"):
             fill(store, scope, model, ENTITIES)
@@ -203,7 +201,7 @@ def test_the_cli_keeps_what_the_settings_file_names_and_reports_every_tenant(
     code, out = prune("--apply")
     assert code == 1
     assert "acme/web  -" in out and "failed: " in out and "3 vectors deleted" in out
-    store = MilvusVectorStore(uri)
+    store = open_vector_store(None, data)
     try:
         assert set(store.models(good)) == {"new", "facts:new"}
         assert set(store.models(bad)) == {"old", "new", "facts:old", "facts:new"}

@@ -1,38 +1,25 @@
-"""The vector store contract: one suite, run against every backend (`tests.support.milvus`)."""
+"""The vector store contract: one suite, run against every backend (`tests.support.vector_stores`:
+the embedded store and a real Milvus 2.3 standalone server), then each backend's own promises."""
 
-# The backend fixtures are imported from tests.support.milvus (the contract conftest belongs to
-# the graph suite), so pytest finds them here; their names are then reused as parameters.
+# The backend fixtures are imported from tests.support.vector_stores (the contract conftest
+# belongs to the graph suite), so pytest finds them here; their names are then reused as
+# parameters.
 # ruff: noqa: F811
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
-from resources.vector.base import VectorStoreError, fact_vectors_key
-from resources.vector.factory import open_vector_store
-from resources.vector.lite_server import (
-    STATE_FILE,
-    ensure_lite_server,
-    running_lite_server,
-    stop_lite_server,
-)
-from resources.vector.milvus import MilvusVectorStore, literal, scope_filter
-from resources.vector.sync import sync_vectors, vectors_equal_table
+from resources.vector.base import VectorStore, fact_vectors_key
+from resources.vector.sync import sync_block, sync_vectors, table_fetch, vectors_equal_table
 from schemas.scope import Scope, ScopeError
-from tests.support.milvus import (  # noqa: F401
+from tests.support.vector_stores import (  # noqa: F401
     fresh_scope,
-    lite_server_dir,
     milvus_server_uri,
     vector_store,
 )
@@ -66,9 +53,7 @@ def at_cosine(c: float) -> list[float]:
 E1 = [1.0, 0.0, 0.0, 0.0]
 
 
-def test_upsert_then_nearest_best_first(
-    vector_store: MilvusVectorStore, fresh_scope: Scopes
-) -> None:
+def test_upsert_then_nearest_best_first(vector_store: VectorStore, fresh_scope: Scopes) -> None:
     scope = fresh_scope()
     items = [("a", "ha", at_cosine(0.5)), ("b", "hb", E1), ("c", "hc", at_cosine(0.8))]
     assert vector_store.upsert("m", 4, scope, items) == 3
@@ -77,9 +62,7 @@ def test_upsert_then_nearest_best_first(
     assert [round(h.score, 4) for h in hits] == [1.0, 0.8, 0.5]
 
 
-def test_upsert_replaces_vector_and_hash(
-    vector_store: MilvusVectorStore, fresh_scope: Scopes
-) -> None:
+def test_upsert_replaces_vector_and_hash(vector_store: VectorStore, fresh_scope: Scopes) -> None:
     scope = fresh_scope()
     vector_store.upsert("m", 4, scope, [("a", "h1", E1), ("b", "hb", at_cosine(0.6))])
     assert vector_store.upsert("m", 4, scope, [("a", "h2", [0.0, 0.0, 1.0, 0.0])]) == 1
@@ -91,7 +74,7 @@ def test_upsert_replaces_vector_and_hash(
     assert vector_store.ids("m", scope)["c"] == "y"
 
 
-def test_models_never_share_vectors(vector_store: MilvusVectorStore, fresh_scope: Scopes) -> None:
+def test_models_never_share_vectors(vector_store: VectorStore, fresh_scope: Scopes) -> None:
     scope = fresh_scope()
     vector_store.upsert("model/one:v1", 4, scope, [("a", "h", E1), ("b", "h", E1)])
     vector_store.upsert("model-one-v1", 3, scope, [("z", "h", [1.0, 0.0, 0.0])])
@@ -103,7 +86,7 @@ def test_models_never_share_vectors(vector_store: MilvusVectorStore, fresh_scope
 
 
 def test_fact_vectors_are_kept_apart_from_entity_vectors(
-    vector_store: MilvusVectorStore, fresh_scope: Scopes
+    vector_store: VectorStore, fresh_scope: Scopes
 ) -> None:
     scope = fresh_scope()
     facts = fact_vectors_key("m")
@@ -121,7 +104,7 @@ def test_fact_vectors_are_kept_apart_from_entity_vectors(
 
 
 def test_dimension_mismatch_is_a_value_error(
-    vector_store: MilvusVectorStore, fresh_scope: Scopes
+    vector_store: VectorStore, fresh_scope: Scopes
 ) -> None:
     scope, other = fresh_scope(), fresh_scope("other")
     vector_store.upsert("m", 4, scope, [("a", "h", E1)])
@@ -136,7 +119,28 @@ def test_dimension_mismatch_is_a_value_error(
     assert vector_store.ids("m", scope) == {"a": "h"}
 
 
-def test_min_cosine_floor(vector_store: MilvusVectorStore, fresh_scope: Scopes) -> None:
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (("", "h", E1), r"1\.\.1024 bytes"),
+        (("x" * 1025, "h", E1), r"1\.\.1024 bytes"),
+        (("\ud800", "h", E1), "UTF-8"),  # a lone surrogate: no store can keep it
+        ((7, "h", E1), "must be strings"),
+        (("a", "h" * 129, E1), "at most 128 bytes"),
+        (("a", "h", [1.0, 0.0]), "2 dimensions, expected 4"),
+        (("a", "h", [math.inf, 0.0, 0.0, 0.0]), "NaN or an infinity"),
+    ],
+)
+def test_a_bad_row_is_refused_and_nothing_is_written(
+    vector_store: VectorStore, fresh_scope: Scopes, bad: tuple, message: str
+) -> None:
+    scope = fresh_scope()
+    with pytest.raises(ValueError, match=message):
+        vector_store.upsert("m", 4, scope, [("good", "h", E1), bad])
+    assert vector_store.ids("m", scope) == {}
+
+
+def test_min_cosine_floor(vector_store: VectorStore, fresh_scope: Scopes) -> None:
     scope = fresh_scope()
     cosines = {"c90": 0.9, "c50": 0.5, "c41": 0.41, "c39": 0.39, "c00": 0.0, "neg": -1.0}
     vector_store.upsert("m", 4, scope, [(e, "h", at_cosine(c)) for e, c in cosines.items()])
@@ -146,7 +150,7 @@ def test_min_cosine_floor(vector_store: MilvusVectorStore, fresh_scope: Scopes) 
     assert vector_store.nearest("m", scope, E1, min_cosine=0.95) == []
 
 
-def test_k_limits_the_hits(vector_store: MilvusVectorStore, fresh_scope: Scopes) -> None:
+def test_k_limits_the_hits(vector_store: VectorStore, fresh_scope: Scopes) -> None:
     scope = fresh_scope()
     items = [(f"e{i:02d}", "h", at_cosine(1 - i / 100)) for i in range(20)]
     vector_store.upsert("m", 4, scope, items)
@@ -156,7 +160,7 @@ def test_k_limits_the_hits(vector_store: MilvusVectorStore, fresh_scope: Scopes)
     assert vector_store.nearest("m", scope, E1, k=0) == []
 
 
-def test_scopes_are_isolated(vector_store: MilvusVectorStore, fresh_scope: Scopes) -> None:
+def test_scopes_are_isolated(vector_store: VectorStore, fresh_scope: Scopes) -> None:
     mine, theirs, sibling = fresh_scope(), fresh_scope(tenant="b"), fresh_scope("sibling")
     foreign = unit(0, 0, 1, 1)
     vector_store.upsert("m", 4, mine, [("e1", "mine", E1), ("e2", "mine", at_cosine(0.5))])
@@ -175,7 +179,7 @@ def test_scopes_are_isolated(vector_store: MilvusVectorStore, fresh_scope: Scope
     assert vector_store.models(theirs) == {"m": (4, 2)}
 
 
-def test_search_without_a_tenant_raises(vector_store: MilvusVectorStore) -> None:
+def test_search_without_a_tenant_raises(vector_store: VectorStore) -> None:
     with pytest.raises(ScopeError):
         vector_store.nearest("m", None, E1)  # type: ignore[arg-type]
     with pytest.raises(ScopeError):
@@ -193,7 +197,7 @@ def test_injection_strings_cannot_become_a_scope(value: str) -> None:
 
 
 def test_injection_strings_as_ids_are_stored_and_filtered_safely(
-    vector_store: MilvusVectorStore, fresh_scope: Scopes
+    vector_store: VectorStore, fresh_scope: Scopes
 ) -> None:
     scope, other = fresh_scope(), fresh_scope(tenant="b")
     items = [(value, f"h{i}", at_cosine(1 - i / 50)) for i, value in enumerate(INJECTIONS)]
@@ -210,23 +214,7 @@ def test_injection_strings_as_ids_are_stored_and_filtered_safely(
     assert vector_store.ids("m", other) == {"bystander": "h"}
 
 
-def test_literal_round_trips_through_the_milvus_filter_parser(
-    vector_store: MilvusVectorStore, fresh_scope: Scopes
-) -> None:
-    """Escaping is the only way a value enters an expression: prove it on the real parser."""
-    scope = fresh_scope()
-    vector_store.upsert("m", 4, scope, [(v, "h", E1) for v in INJECTIONS])
-    name = vector_store._target("m", 4, scope)
-    client = vector_store._client
-    for value in INJECTIONS:
-        expr = f"{scope_filter(scope)} and entity_id == {literal(value)}"
-        rows = client.query(
-            name, filter=expr, output_fields=["entity_id"], **vector_store._level("Strong")
-        )
-        assert [r["entity_id"] for r in rows] == [value]
-
-
-def test_missing_and_ids(vector_store: MilvusVectorStore, fresh_scope: Scopes) -> None:
+def test_missing_and_ids(vector_store: VectorStore, fresh_scope: Scopes) -> None:
     scope = fresh_scope()
     assert vector_store.ids("m", scope) == {}
     vector_store.upsert("m", 4, scope, [("a", "ha", E1), ("b", "hb", E1), ("x", "hx", E1)])
@@ -236,7 +224,7 @@ def test_missing_and_ids(vector_store: MilvusVectorStore, fresh_scope: Scopes) -
     assert vector_store.ids("m", scope) == {"a": "ha", "b": "hb", "x": "hx"}
 
 
-def test_delete_and_delete_scope(vector_store: MilvusVectorStore, fresh_scope: Scopes) -> None:
+def test_delete_and_delete_scope(vector_store: VectorStore, fresh_scope: Scopes) -> None:
     scope, keep = fresh_scope(), fresh_scope("keep")
     vector_store.upsert("m", 4, scope, [("a", "h", E1), ("b", "h", E1)])
     vector_store.upsert("n", 3, scope, [("a", "h", [1.0, 0.0, 0.0])])
@@ -253,6 +241,21 @@ def test_delete_and_delete_scope(vector_store: MilvusVectorStore, fresh_scope: S
     # the scope can be written again afterwards
     vector_store.upsert("m", 4, scope, [("c", "h", E1)])
     assert vector_store.ids("m", scope) == {"c": "h"}
+
+
+def test_delete_many_counts_each_scope_and_touches_no_other(
+    vector_store: VectorStore, fresh_scope: Scopes
+) -> None:
+    a, b, other = fresh_scope("a"), fresh_scope("b"), fresh_scope(tenant="b")
+    for scope in (a, b, other):
+        vector_store.upsert("m", 4, scope, [("x", "h", E1), ("y", "h", E1)])
+    # `other` holds "x" too, but it is not named for `other`: it stays.
+    done = vector_store.delete_many("m", {a: ["x", "y", "never-there"], b: ["y"], other: []})
+    assert done == {a: 2, b: 1, other: 0}
+    assert vector_store.ids("m", a) == {}
+    assert vector_store.ids("m", b) == {"x": "h"}
+    assert vector_store.ids("m", other) == {"x": "h", "y": "h"}
+    assert vector_store.delete_many("never-written", {a: ["x"]}) == {a: 0}
 
 
 def table_of(rows: list[tuple[str, str, list[float]]]) -> pl.DataFrame:
@@ -273,7 +276,7 @@ def table_of(rows: list[tuple[str, str, list[float]]]) -> pl.DataFrame:
 
 
 def test_sync_makes_the_store_equal_the_table_idempotently(
-    vector_store: MilvusVectorStore, fresh_scope: Scopes
+    vector_store: VectorStore, fresh_scope: Scopes
 ) -> None:
     scope = fresh_scope()
     vector_store.upsert("other", 4, scope, [("keep-me", "h", E1)])
@@ -296,94 +299,56 @@ def test_sync_makes_the_store_equal_the_table_idempotently(
     assert emptied.deleted == 5 and vector_store.ids("m", scope) == {}
 
 
-# -- backend specifics --------------------------------------------------------------------------
-
-
-def test_errors_name_the_uri() -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    uri = f"http://127.0.0.1:{port}"
-    with pytest.raises(VectorStoreError, match=f"127.0.0.1:{port}"):
-        MilvusVectorStore(uri, timeout=2.0)
-    with pytest.raises(VectorStoreError, match="must be"):
-        MilvusVectorStore("vectors.sqlite")
-
-
-def test_cached_reader_sees_writes_of_another_store(
-    lite_server_dir: Path, fresh_scope: Scopes
+def test_ids_many_answers_each_scope_asked_and_no_other(
+    vector_store: VectorStore, fresh_scope: Scopes
 ) -> None:
-    """Two processes' worth of stores on one data dir: the reader's cache never goes stale."""
-    scope = fresh_scope()
-    reader = open_vector_store(None, lite_server_dir)
-    writer = open_vector_store(None, lite_server_dir)
-    try:
-        assert reader.nearest("m", scope, E1) == []
-        assert reader.models(scope) == {}
-        writer.upsert("m", 4, scope, [("a", "h", E1)])
-        assert [h.entity_id for h in reader.nearest("m", scope, E1)] == ["a"]
-        assert reader.models(scope) == {"m": (4, 1)}
-        writer.upsert("m", 4, scope, [("a", "h2", [0.0, 1.0, 0.0, 0.0]), ("b", "h", E1)])
-        assert [h.entity_id for h in reader.nearest("m", scope, E1)] == ["b"]
-        writer.delete("m", scope, ["b"])
-        assert reader.nearest("m", scope, E1) == []
-        writer.delete_scope(scope)
-        assert reader.models(scope) == {}
-        assert reader.nearest("m", scope, [0.0, 1.0, 0.0, 0.0]) == []
-    finally:
-        reader.close()
-        writer.close()
+    a, b = fresh_scope("one", tenant="a"), fresh_scope("two", tenant="b")
+    crossed = Scope(a.tenant_id, b.ns)  # a pair of the same tenant and namespace values
+    empty = fresh_scope("none", tenant="c")
+    vector_store.upsert("m", 4, a, [("x", "ha", E1)])
+    vector_store.upsert("m", 4, b, [("y", "hb", E1), ("z", "hb", E1)])
+    vector_store.upsert("m", 4, crossed, [("leak", "hc", E1)])
+    held = vector_store.ids_many("m", [a, b, empty, a])
+    assert held == {a: {"x": "ha"}, b: {"y": "hb", "z": "hb"}, empty: {}}
+    assert vector_store.ids_many("unknown-model", [a]) == {a: {}}
+    assert vector_store.ids_many("m", []) == {}
 
 
-ENSURE = (
-    "import sys; from resources.vector.lite_server import ensure_lite_server as e; "
-    "print(e(sys.argv[1]))"
-)
+def test_sync_block_syncs_each_scope_and_reads_back(
+    vector_store: VectorStore, fresh_scope: Scopes
+) -> None:
+    scopes = [fresh_scope(f"repo{i}") for i in range(4)]
+    table = table_of([(f"e{i}", f"h{i}", at_cosine(1 - i / 10)) for i in range(5)])
+    vector_store.upsert("m", 4, scopes[0], [("gone", "h", E1), ("e0", "old", E1)])
+    wanted = {s: {f"e{i}": f"h{i}" for i in range(n + 1)} for n, s in enumerate(scopes)}
+    fetched: list[tuple[Scope, list[str]]] = []
+    fetch_table = table_fetch(table)
 
+    def fetch(scope: Scope, todo: dict[str, str]):  # type: ignore[no-untyped-def]
+        fetched.append((scope, sorted(todo)))
+        return fetch_table(scope, todo)
 
-def test_supervisor_starts_one_shared_server_and_restarts_it(tmp_path: Path) -> None:
-    root = tmp_path / "data"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", ENSURE, str(root)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=Path(__file__).resolve().parents[2],
-        )
-        for _ in range(2)
+    done = sync_block(vector_store, "m", wanted, fetch)
+    assert [(r.written, r.deleted, r.unchanged) for r, _ in done.values()] == [
+        (1, 1, 0),
+        (2, 0, 0),
+        (3, 0, 0),
+        (4, 0, 0),
     ]
-    outputs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outputs
-    uris = {out.strip() for out, _ in outputs}
-    assert len(uris) == 1
-    uri = uris.pop()
-    state = json.loads((root / STATE_FILE).read_text())
-    assert uri == f"http://127.0.0.1:{state['port']}"
-    assert ensure_lite_server(root) == uri
-    server = running_lite_server(root)
-    assert server is not None and server.pid == state["pid"]
-    scope = Scope("org", "repo")
-    with open_vector_store(None, root) as store:
-        store.upsert("m", 4, scope, [("a", "h", E1)])
-    try:
-        assert stop_lite_server(root)
-        assert running_lite_server(root) is None
-        assert not stop_lite_server(root)
-        # a new server on the same data: the vectors are still there
-        ensure_lite_server(root)
-        with open_vector_store(None, root) as store:
-            assert store.ids("m", scope) == {"a": "h"}
-            assert [h.entity_id for h in store.nearest("m", scope, E1)] == ["a"]
-            # the server dies: the store's next call starts a new one and carries on
-            crashed = running_lite_server(root)
-            assert crashed is not None
-            os.kill(crashed.pid, signal.SIGKILL)
-            store.upsert("m", 4, scope, [("b", "h", [0.0, 1.0, 0.0, 0.0])])
-            assert store.ids("m", scope) == {"a": "h", "b": "h"}
-            restarted = running_lite_server(root)
-            assert restarted is not None and restarted.pid != crashed.pid
-    finally:
-        stop_lite_server(root)
+    assert all(diff.empty for _, diff in done.values())
+    for scope in scopes:
+        assert vector_store.ids("m", scope) == wanted[scope]
+    fetched.clear()
+    again = sync_block(vector_store, "m", wanted, fetch)
+    assert fetched == []  # nothing to write: no vector fetched
+    assert [r.unchanged for r, _ in again.values()] == [1, 2, 3, 4]
+
+
+def test_a_fetch_that_misses_wanted_rows_fails_naming_them(
+    vector_store: VectorStore, fresh_scope: Scopes
+) -> None:
+    scope = fresh_scope()
+    table = table_of([("e0", "h0", E1)])
+    with pytest.raises(ValueError, match="no vector of 1 wanted rows"):
+        sync_block(vector_store, "m", {scope: {"e0": "h0", "e1": "h1"}}, table_fetch(table))
+    assert vector_store.ids("m", scope) == {}

@@ -23,10 +23,10 @@ import pytest
 
 from recall.service import RecallService
 from resources.graph.sqlite import SqliteGraphStore
-from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
 from tests.pipeline.landing_fixtures import save, small_landing, turn, write_jsonl
 from tests.support.daemon import ROOT, DaemonWorld, memflow_env
+from tests.support.leftovers import assert_no_process_left
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 
@@ -189,7 +189,7 @@ def test_kill_9_mid_run_then_restart_completes_with_nothing_lost_or_doubled(
 
         # A clean run of the same landing zone, without the daemon.
         clean = tmp_path / "clean"
-        request.addfinalizer(lambda: stop_lite_server(clean / "data"))
+        request.addfinalizer(lambda: assert_no_process_left(clean / "data"))
         env = memflow_env(clean, world.landing, clean / "data", clean / "dagster", **settings)
         env.pop("DAGSTER_HOME")
         done = subprocess.run(

@@ -13,8 +13,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from resources.vector.lite_server import stop_lite_server
 from tests.support.embeddings_server import EmbeddingsServer
+from tests.support.leftovers import assert_no_process_left
 from tests.support.sample_landing import OVER_CAP_TENANT, PLANTED_SECRETS, SAMPLE_TENANTS
 
 pytestmark = pytest.mark.slow
@@ -73,7 +73,7 @@ def sample_run(tmp_path_factory: pytest.TempPathFactory):
             )
         yield data, outputs
     finally:
-        stop_lite_server(data)
+        assert_no_process_left(data)
 
 
 def test_summary_and_every_asset(sample_run) -> None:

@@ -18,9 +18,9 @@ import polars as pl
 import pytest
 
 from resources.tables import TableStore
-from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
 from tests.pipeline.landing_fixtures import save, turn, write_jsonl
+from tests.support.leftovers import assert_no_process_left
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -284,7 +284,7 @@ def troubled(tmp_path_factory: pytest.TempPathFactory):
         status = memflow("status", "--data", str(data), "--json", env=env)
         yield landing, data, expected, run, status
     finally:
-        stop_lite_server(data)
+        assert_no_process_left(data)
 
 
 def test_one_run_lands_every_good_fact_and_fails_nothing(troubled) -> None:

@@ -20,12 +20,12 @@ from resources.graph.sync import graph_equals_table
 from resources.tables import TableStore
 from resources.vector.factory import open_vector_store
 from resources.vector.ledger import EmbeddingLedger, vector_table
-from resources.vector.lite_server import stop_lite_server
 from resources.vector.sync import vectors_equal_table
 from schemas.scope import Scope
 from tests.pipeline.landing_fixtures import save, write_jsonl
 from tests.support.embeddings_server import EmbeddingsServer, Fault
 from tests.support.gremlin import DedicatedJanusGraph
+from tests.support.leftovers import assert_no_process_left
 from tests.support.milvus_server import MilvusServer, MilvusServerError
 from tests.support.services import ServiceUnavailable, free_port_block
 
@@ -75,7 +75,7 @@ def world(tmp_path_factory: pytest.TempPathFactory):
     )
     assert child(w, "validated_facts", "entities", "quarantine", "fact_merges").wait(300) == 0
     yield w
-    stop_lite_server(data)
+    assert_no_process_left(data)
 
 
 def child(
@@ -309,12 +309,11 @@ def test_kill_janusgraph_during_graph_sink_then_restart_and_rerun_converges(
 def test_kill_milvus_server_during_vector_sink_then_restart_and_rerun_converges(
     world: dict, milvus: MilvusServer
 ) -> None:
-    from resources.vector.milvus import Layout, MilvusVectorStore
+    from resources.vector.milvus import MilvusVectorStore
 
     table = embedded(world)
     dim = int(table["dim"][0])
     store = MilvusVectorStore(milvus.uri)
-    assert store.layout is Layout.PARTITION_KEY
     # A stale half (other text hashes) the sink must replace, and a missing half it must add.
     half = table.head(table.height // 2)
     vectors = half["vector"].list.to_array(dim).to_numpy()

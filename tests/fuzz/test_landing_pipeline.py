@@ -25,11 +25,11 @@ from hypothesis import given
 from pipelines.runner import run_all
 from pipelines.settings import resolve
 from resources.settings import DEFAULTS
-from resources.vector.lite_server import stop_lite_server
 from tests.fuzz.invariants import Counts, check_data_dir
 from tests.fuzz.profile import COMBINATORIAL_SEEDS, FUZZ, PIPELINE, TALLY
 from tests.fuzz.writes import Api, land_generated
 from tests.fuzz.zones import Zone, combinatorial_zone, zones
+from tests.support.leftovers import assert_no_process_left
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +69,7 @@ def _run_in_process(zone: Zone, capfd: pytest.CaptureFixture[str], caplog) -> No
         TALLY.add("pipeline", counts)
         counts.assert_clean()
     finally:
-        stop_lite_server(data)
+        assert_no_process_left(data)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -113,7 +113,7 @@ def test_every_variant_and_every_accepted_write_in_one_memflow_run(
         run = memflow("run", "--landing", str(landing), "--data", str(data), env=env)
         status = memflow("status", "--data", str(data), "--json", env=env)
     finally:
-        stop_lite_server(data)
+        assert_no_process_left(data)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "FAILED" not in run.stdout and "NOT ACCOUNTED" not in run.stdout
     assert status.returncode == 0, status.stderr[-3000:]

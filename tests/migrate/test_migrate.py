@@ -25,7 +25,7 @@ import pytest
 from pipelines.migrate import BUILD_DIR, DONE, LEGACY_DIR, _build, _read_legacy, _tenant_files
 from resources.graph.sqlite import SqliteGraphStore
 from resources.tables import TableStore
-from resources.vector.lite_server import stop_lite_server
+from resources.vector.legacy import stop_legacy_server
 from schemas.scope import Scope
 
 pytestmark = pytest.mark.slow
@@ -102,7 +102,7 @@ def old_world(
     assert _calls(log) > 0  # the old runs extracted text turns
     assert not (data / "tables" / "validated_facts" / "_delta_log").exists()
     yield {"tree": tree, "data": data, "landing": tree / "landing-sample"}
-    stop_lite_server(data)  # the old run's supervised Milvus Lite server
+    stop_legacy_server(data)  # the old run's supervised Milvus Lite server, if it started one
 
 
 def _legacy(tables: Path, asset: str, tenant: str) -> pl.DataFrame:
@@ -134,7 +134,7 @@ def test_migrate_then_run_keeps_the_facts_and_extracts_nothing_again(
     old_world: dict[str, Path], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     data = tmp_path / "data"
-    request.addfinalizer(lambda: stop_lite_server(data))
+    request.addfinalizer(lambda: stop_legacy_server(data))
     shutil.copytree(old_world["data"], data)
     log = tmp_path / "new-extractor.log"
     env = _env(log)

@@ -38,10 +38,10 @@ from pipelines.runner import instance_for, run_all
 from pipelines.settings import resolve
 from resources.settings import DEFAULTS
 from resources.tables import TableStore
-from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
 from schemas.tables import TABLES
 from tests.pipeline.landing_fixtures import small_landing
+from tests.support.leftovers import assert_no_process_left
 
 TENANTS = ["acme/api", "globex/ml"]
 
@@ -55,7 +55,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("MEMFLOW_EMBEDDER", "none")
     resolve({"MEMFLOW_LANDING_DIR": str(landing), "MEMFLOW_DATA_DIR": str(data)}, tmp_path / "x")
     yield landing, data
-    stop_lite_server(data)
+    assert_no_process_left(data)
 
 
 def test_memflow_runs_instance_uses_the_local_event_log_and_a_second_reader_sees_it(

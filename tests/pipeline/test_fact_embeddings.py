@@ -15,11 +15,11 @@ from resources.configurable import EmbeddingModelResource
 from resources.tables import TableStore
 from resources.vector.base import fact_vectors_key
 from resources.vector.factory import open_vector_store
-from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
 from schemas.tables import Asset
 from tests.pipeline.conftest import EVERYTHING, make_resources, run_assets
 from tests.support.embeddings_server import EmbeddingsServer
+from tests.support.leftovers import assert_no_process_left
 
 pytestmark = pytest.mark.slow
 TENANTS = ["acme/api", "globex/ml"]
@@ -34,7 +34,7 @@ def embedder(server: EmbeddingsServer, model: str) -> EmbeddingModelResource:
 @pytest.fixture
 def stores(data_dir: Path):
     yield data_dir
-    stop_lite_server(data_dir)
+    assert_no_process_left(data_dir)
 
 
 def _meta(result, asset: str) -> dict[str, dict]:

@@ -202,7 +202,7 @@ def test_the_same_turn_in_another_file_on_another_day_is_a_duplicate(
 def test_everything_in_one_run_lands_in_both_stores(
     instance, landing: Path, data_dir: Path
 ) -> None:
-    from resources.vector.lite_server import stop_lite_server
+    from tests.support.leftovers import assert_no_process_left
 
     try:
         result = run_assets(
@@ -213,4 +213,4 @@ def test_everything_in_one_run_lands_in_both_stores(
         assert checks["graph_equals_table"] and checks["vectors_equal_table"]
         assert _latest(instance, "graph_sink", ACME.key).metadata["facts_written"].value == 3
     finally:
-        stop_lite_server(data_dir)
+        assert_no_process_left(data_dir)

@@ -18,10 +18,10 @@ from pipelines.runner import run_all
 from pipelines.settings import resolve
 from resources.settings import DEFAULTS
 from resources.tables import TableStore
-from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
 from schemas.tables import PER_DAY, TABLES, Asset, conform
 from tests.e2e.test_troubled_landing import build
+from tests.support.leftovers import assert_no_process_left
 
 SCOPE = Scope("acme", "api")
 
@@ -54,7 +54,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("MEMFLOW_EMBEDDER", "none")
     data = tmp_path / "data"
     yield tmp_path, data
-    stop_lite_server(data)
+    assert_no_process_left(data)
 
 
 def test_every_input_of_a_run_is_handed_off_exactly_as_its_files_read(env, spied) -> None:

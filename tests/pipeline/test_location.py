@@ -19,9 +19,9 @@ from pipelines.runner import run_all
 from pipelines.settings import resolve
 from resources.settings import DEFAULTS
 from resources.tables import TableStore
-from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
 from tests.pipeline.landing_fixtures import small_landing
+from tests.support.leftovers import assert_no_process_left
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE = ROOT / "workspace.yaml"
@@ -52,7 +52,7 @@ def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("MEMFLOW_EMBEDDER", "none")
     resolve({"MEMFLOW_LANDING_DIR": str(landing), "MEMFLOW_DATA_DIR": str(data)}, tmp_path / "x")
     yield landing, data
-    stop_lite_server(data)
+    assert_no_process_left(data)
 
 
 @pytest.mark.slow

@@ -28,10 +28,10 @@ from pipelines.vector_prune import NOT_COVERED
 from recall.server import build_service
 from resources.settings import DEFAULTS, SETTINGS_FILE, Settings
 from resources.vector.ledger import EmbeddingLedger
-from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
 from tests.pipeline.landing_fixtures import small_landing
 from tests.support.embeddings_server import EmbeddingsServer
+from tests.support.leftovers import assert_no_process_left
 
 pytestmark = pytest.mark.slow
 TENANTS = ["acme/api", "globex/ml"]
@@ -84,7 +84,7 @@ def code_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         # ... and the file its model resources re-read.
         monkeypatch.setenv(SETTINGS_FILE, str(settings))
         yield settings, server, landing, data
-    stop_lite_server(data)
+    assert_no_process_left(data)
 
 
 def prune(

@@ -12,10 +12,10 @@ from assets.partitions import TENANTS
 from pipelines.definitions import ALL_ASSETS
 from resources.configurable import EmbeddingModelResource
 from resources.vector.factory import open_vector_store
-from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
 from tests.pipeline.conftest import INGEST, make_resources, run_assets
 from tests.support.embeddings_server import EmbeddingsServer
+from tests.support.leftovers import assert_no_process_left
 
 pytestmark = pytest.mark.slow
 TENANT_RANGE = {
@@ -42,7 +42,7 @@ def embedder(server: EmbeddingsServer, model: str) -> EmbeddingModelResource:
 @pytest.fixture
 def stores(data_dir: Path):
     yield data_dir
-    stop_lite_server(data_dir)
+    assert_no_process_left(data_dir)
 
 
 def _input_version(instance, asset: str, partition: str, source: str) -> str:

@@ -14,9 +14,9 @@ from pipelines.runner import run_all
 from pipelines.settings import resolve
 from resources.settings import DEFAULTS
 from resources.tables import TableStore
-from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
 from tests.pipeline.landing_fixtures import save, small_landing, write_jsonl
+from tests.support.leftovers import assert_no_process_left
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("MEMFLOW_EMBEDDER", "none")
     resolve({"MEMFLOW_LANDING_DIR": str(landing), "MEMFLOW_DATA_DIR": str(data)}, tmp_path / "x")
     yield landing, data
-    stop_lite_server(data)
+    assert_no_process_left(data)
 
 
 def test_run_all_for_a_subset_of_tenants_then_all_in_one_run(env) -> None:

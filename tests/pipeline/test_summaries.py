@@ -15,11 +15,11 @@ from pipelines.settings import resolve
 from pipelines.status import tenant_summaries, tenant_summary
 from resources.settings import DEFAULTS
 from resources.tables import TableStore
-from resources.vector.lite_server import stop_lite_server
 from schemas.rules import SEVERITY_WARNING
 from schemas.scope import Scope
 from schemas.tables import TABLES, Asset, conform, empty
 from tests.e2e.test_troubled_landing import build
+from tests.support.leftovers import assert_no_process_left
 
 
 def read(tables: TableStore, asset: str, scope: Scope) -> pl.DataFrame:
@@ -71,7 +71,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory):
         mp.setenv("MEMFLOW_EMBEDDER", "none")
         resolve({"MEMFLOW_LANDING_DIR": str(landing), "MEMFLOW_DATA_DIR": str(data)}, tmp / "x")
         outcome = run_all(str(landing), str(data))
-        stop_lite_server(data)
+        assert_no_process_left(data)
     assert not outcome.failures
     return data, outcome.tenants
 

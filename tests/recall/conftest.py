@@ -1,4 +1,4 @@
-"""Fixtures for the recall tests: the real SQLite graph store, Milvus Lite on a file, and a
+"""Fixtures for the recall tests: the real SQLite graph store, the embedded vector store, and a
 small builder that names entities and facts the way the pipeline ids them."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from resources.graph.base import GraphStore
 from resources.graph.sqlite import SqliteGraphStore
 from resources.models.base import EmbeddingProvider
 from resources.vector.base import VectorStore
-from resources.vector.milvus import MilvusVectorStore
+from resources.vector.local import LocalVectorStore
 from schemas.ids import entity_id, fact_id, norm_key, sha256_text
 from schemas.records import EntityRecord, FactRecord
 from schemas.scope import Scope
@@ -127,8 +127,8 @@ def graph(tmp_path: Path) -> Iterator[SqliteGraphStore]:
 
 
 @pytest.fixture
-def vectors(tmp_path: Path) -> Iterator[MilvusVectorStore]:
-    store = MilvusVectorStore(str(tmp_path / "vectors.db"))
+def vectors(tmp_path: Path) -> Iterator[VectorStore]:
+    store = LocalVectorStore(tmp_path / "vectors")
     yield store
     store.close()
 

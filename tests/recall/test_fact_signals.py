@@ -15,8 +15,7 @@ from recall.ranking import RankingConfig
 from recall.service import RecallConfig, RecallService
 from recall.temporal import distance_days, question_window, to_us
 from resources.graph.sqlite import SqliteGraphStore
-from resources.vector.base import fact_vectors_key
-from resources.vector.milvus import MilvusVectorStore
+from resources.vector.base import VectorStore, fact_vectors_key
 from schemas.ids import sha256_text
 from schemas.records import FactRecord
 from schemas.scope import Scope
@@ -28,7 +27,7 @@ def _ids(answer: RecallAnswer) -> list[str]:
 
 
 def embed_facts(
-    vectors: MilvusVectorStore, embedder: TableEmbedder, memory: Memory, facts: list[FactRecord]
+    vectors: VectorStore, embedder: TableEmbedder, memory: Memory, facts: list[FactRecord]
 ) -> None:
     """Fact vectors as the fact sweep and the vector sink write them."""
     texts = [fact_text(f.subject, f.predicate, f.object) for f in facts]
@@ -87,7 +86,7 @@ def test_distance_is_zero_inside_and_inf_far_away() -> None:
 
 
 @pytest.fixture
-def hobbies(graph: SqliteGraphStore, vectors: MilvusVectorStore) -> tuple[Memory, dict[str, str]]:
+def hobbies(graph: SqliteGraphStore, vectors: VectorStore) -> tuple[Memory, dict[str, str]]:
     """John's facts: the martial art is only "kickboxing", a word the question never uses."""
     john = Memory(Scope("locomo", "conv-x"))
     facts = {
@@ -103,7 +102,7 @@ def hobbies(graph: SqliteGraphStore, vectors: MilvusVectorStore) -> tuple[Memory
 
 
 def test_fact_vectors_find_what_neither_names_nor_words_do(
-    graph: SqliteGraphStore, vectors: MilvusVectorStore, hobbies: tuple[Memory, dict[str, str]]
+    graph: SqliteGraphStore, vectors: VectorStore, hobbies: tuple[Memory, dict[str, str]]
 ) -> None:
     john, ids = hobbies
     question = "What martial arts has John done?"
@@ -135,7 +134,7 @@ def test_fact_vectors_find_what_neither_names_nor_words_do(
 
 
 def test_fact_vectors_alone_do_not_make_a_scope_embedded(
-    graph: SqliteGraphStore, vectors: MilvusVectorStore, hobbies: tuple[Memory, dict[str, str]]
+    graph: SqliteGraphStore, vectors: VectorStore, hobbies: tuple[Memory, dict[str, str]]
 ) -> None:
     john, _ = hobbies
     embedder = TableEmbedder("table-model")
@@ -148,7 +147,7 @@ def test_fact_vectors_alone_do_not_make_a_scope_embedded(
 
 
 def test_fact_vector_hits_never_bring_closed_or_foreign_facts(
-    graph: SqliteGraphStore, vectors: MilvusVectorStore
+    graph: SqliteGraphStore, vectors: VectorStore
 ) -> None:
     acme = Memory(Scope("acme", "payments"))
     old = acme.fact("payments-api", "USES_CACHE", "Redis 6", valid_to=T0 + timedelta(days=30))

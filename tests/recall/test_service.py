@@ -1,4 +1,4 @@
-"""RecallService end to end on the real SQLite graph store and Milvus Lite."""
+"""RecallService end to end on the real SQLite graph store and the embedded vector store."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from recall.answers import NOTICE, RecallAnswer, RecallError, SemanticUnavailabl
 from recall.service import RecallConfig, RecallService
 from resources.graph.sqlite import SqliteGraphStore
 from resources.models.openai_embeddings import OpenAIEmbeddingProvider
-from resources.vector.milvus import MilvusVectorStore
+from resources.vector.base import VectorStore
 from schemas.scope import Scope
 from tests.recall.conftest import T0, Memory, TableEmbedder
 from tests.recall.test_fact_signals import embed_facts
@@ -209,7 +209,7 @@ def test_entry_entities_are_capped_and_found_by_alias(
 
 
 @pytest.fixture
-def embedded(graph: SqliteGraphStore, vectors: MilvusVectorStore, acme: Memory) -> dict[str, str]:
+def embedded(graph: SqliteGraphStore, vectors: VectorStore, acme: Memory) -> dict[str, str]:
     ids = _payments(acme)
     acme.load(graph)
     acme.embed(vectors, TableEmbedder("table-model"))
@@ -217,7 +217,7 @@ def embedded(graph: SqliteGraphStore, vectors: MilvusVectorStore, acme: Memory) 
 
 
 def test_hybrid_finds_by_meaning_what_names_cannot(
-    graph: SqliteGraphStore, vectors: MilvusVectorStore, acme: Memory, embedded: dict[str, str]
+    graph: SqliteGraphStore, vectors: VectorStore, acme: Memory, embedded: dict[str, str]
 ) -> None:
     embedder = TableEmbedder("table-model", same={"relational store of the ledger": "PostgreSQL"})
     service = RecallService(graph, vectors, embedder)
@@ -254,7 +254,7 @@ def test_semantic_and_hybrid_refuse_without_vectors(graph: SqliteGraphStore, acm
 
 
 def test_auto_degrades_to_names_when_the_embedding_server_fails(
-    graph: SqliteGraphStore, vectors: MilvusVectorStore, acme: Memory
+    graph: SqliteGraphStore, vectors: VectorStore, acme: Memory
 ) -> None:
     ids = _payments(acme)
     acme.load(graph)
@@ -281,7 +281,7 @@ def test_auto_degrades_to_names_when_the_embedding_server_fails(
 
 
 def test_auto_gives_up_on_a_slow_embedding_server(
-    graph: SqliteGraphStore, vectors: MilvusVectorStore, acme: Memory, embedded: dict[str, str]
+    graph: SqliteGraphStore, vectors: VectorStore, acme: Memory, embedded: dict[str, str]
 ) -> None:
     with EmbeddingsServer(dim=256, model="table-model") as server:
         provider = OpenAIEmbeddingProvider(server.url, "table-model", max_attempts=1)
@@ -295,7 +295,7 @@ def test_auto_gives_up_on_a_slow_embedding_server(
 
 
 def test_previous_model_serves_until_the_new_one_covers_the_scope(
-    graph: SqliteGraphStore, vectors: MilvusVectorStore, acme: Memory, embedded: dict[str, str]
+    graph: SqliteGraphStore, vectors: VectorStore, acme: Memory, embedded: dict[str, str]
 ) -> None:
     old = TableEmbedder("table-model")
     new = TableEmbedder("new-model")
@@ -320,7 +320,7 @@ def test_previous_model_serves_until_the_new_one_covers_the_scope(
 
 
 def test_previous_model_serves_until_the_new_one_covers_the_facts_too(
-    graph: SqliteGraphStore, vectors: MilvusVectorStore, acme: Memory, embedded: dict[str, str]
+    graph: SqliteGraphStore, vectors: VectorStore, acme: Memory, embedded: dict[str, str]
 ) -> None:
     old = TableEmbedder("table-model")
     new = TableEmbedder("new-model")
@@ -355,7 +355,7 @@ def test_previous_model_serves_until_the_new_one_covers_the_facts_too(
 
 
 def test_partial_vectors_serve_a_first_embedding_with_a_warning(
-    graph: SqliteGraphStore, vectors: MilvusVectorStore, acme: Memory
+    graph: SqliteGraphStore, vectors: VectorStore, acme: Memory
 ) -> None:
     _payments(acme)
     acme.load(graph)
@@ -379,7 +379,7 @@ def test_partial_vectors_serve_a_first_embedding_with_a_warning(
 
 
 def test_another_tenants_names_never_bring_back_its_facts(
-    graph: SqliteGraphStore, vectors: MilvusVectorStore, acme: Memory
+    graph: SqliteGraphStore, vectors: VectorStore, acme: Memory
 ) -> None:
     _payments(acme)
     globex = Memory(Scope("globex", "payments"))

@@ -5,6 +5,7 @@ SQLite store; each test also shows the order the rule changes."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from itertools import combinations
 
@@ -117,3 +118,35 @@ def test_facts_about_the_entity_the_question_names_come_before_its_neighbours(
     assert focused[2:] == [False] * (len(memory.facts) - 2)
     # Without it a fact about Caroline alone outranks one about her dog.
     assert order()[:3] == order(focus_weight=0.0)[:3] == [True, False, True]
+
+
+def test_the_first_places_cite_new_turns_before_a_turn_already_cited(
+    graph: SqliteGraphStore,
+) -> None:
+    memory = Memory(Scope("acme", "pets"))
+    # One turn ("we adopted Pepper, a lab mix, from the shelter") stated three facts; two
+    # other turns stated one each.
+    same_turn = [
+        memory.fact("Audrey", "ADOPTED", "Pepper the dog", confidence=0.99),
+        memory.fact("Pepper the dog", "IS_BREED", "lab mix dog", confidence=0.98),
+        memory.fact("Pepper the dog", "ADOPTED_FROM", "dog shelter", confidence=0.97),
+    ]
+    for record in same_turn:
+        memory.facts[record.fact_id] = replace(record, turn_id="t-adopt")
+    memory.fact("Audrey", "WALKS", "Pepper the dog every morning", confidence=0.9)
+    memory.fact("Audrey", "BOUGHT_TOY_FOR", "Pepper the dog", confidence=0.9)
+    memory.load(graph)
+    question = "what about Pepper the dog"
+
+    def turns(**ranking: object) -> list[str]:
+        answer = _service(graph, **ranking).recall(memory.scope, question)
+        return [memory.facts[f.fact_id].turn_id for f in answer.facts]
+
+    plain, spread = turns(new_sources_top=0), turns(new_sources_top=3)
+    assert turns() == turns(new_sources_top=10)  # the default
+    # Without the rule the one turn's three facts come first ...
+    assert plain[:3] == ["t-adopt"] * 3
+    # ... with it the first three places cite three turns, and nothing is dropped.
+    assert len(set(spread[:3])) == 3
+    assert sorted(spread) == sorted(plain)
+    assert len(spread) == len(memory.facts)

@@ -20,6 +20,7 @@ from memflow.fact_embedding import (
 from resources.models.base import EmbeddingProvider
 from resources.vector.base import fact_vectors_key, is_fact_vectors_key
 from resources.vector.ledger import EmbeddingLedger
+from resources.vector.local import LocalVectorStore
 from resources.vector.sync import sync_vectors, vectors_equal_table
 from schemas.ids import sha256_text
 from schemas.scope import Scope
@@ -126,41 +127,24 @@ def test_sweep_refuses_facts_of_another_scope(tmp_path: Path) -> None:
     assert provider.texts == []
 
 
-class MemoryStore:
-    """The part of the VectorStore interface the sink uses, in memory."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, dict[str, str]] = {}
-        self.upserts = 0
-
-    def ids(self, model: str, scope: Scope) -> dict[str, str]:
-        return dict(self.rows.get(model, {}))
-
-    def upsert(self, model: str, dim: int, scope: Scope, items) -> int:  # type: ignore[no-untyped-def]
-        self.upserts += 1
-        held = self.rows.setdefault(model, {})
-        for rid, text_hash, vector in items:
-            assert len(vector) == dim
-            held[rid] = text_hash
-        return len(items)
-
-    def delete(self, model: str, scope: Scope, ids: Sequence[str]) -> int:
-        held = self.rows.get(model, {})
-        return sum(held.pop(i, None) is not None for i in ids)
-
-
 def test_sink_makes_the_store_equal_the_fact_table(tmp_path: Path) -> None:
-    ledger, provider, store = EmbeddingLedger(tmp_path), Recording(), MemoryStore()
+    ledger, provider = EmbeddingLedger(tmp_path), Recording()
+    store = LocalVectorStore(tmp_path / "vectors")
     key = fact_vectors_key("hash-model")
-    store.rows["hash-model"] = {"e1": "h"}  # entity-name vectors are not the sink's business
+    # Entity-name vectors are not the fact sink's business.
+    store.upsert("hash-model", 8, SCOPE, [("e1", "h", [1.0] * 8)])
     embed_missing_facts(provider, ledger, SCOPE, facts(ROWS))
     table = fact_vector_table(ledger, "hash-model", SCOPE, facts(ROWS))
-    first = sync_vectors(store, key, SCOPE, table)  # type: ignore[arg-type]
+    first = sync_vectors(store, key, SCOPE, table)
     assert (first.written, first.deleted, first.unchanged) == (3, 0, 0)
-    assert vectors_equal_table(store, key, SCOPE, table)[0]  # type: ignore[arg-type]
-    again = sync_vectors(store, key, SCOPE, table)  # type: ignore[arg-type]
-    assert (again.written, again.deleted, store.upserts) == (0, 0, 1)
+    assert vectors_equal_table(store, key, SCOPE, table)[0]
+    path = store.path(key, SCOPE)
+    written = path.stat().st_ino
+    again = sync_vectors(store, key, SCOPE, table)
+    assert (again.written, again.deleted, again.unchanged) == (0, 0, 3)
+    assert path.stat().st_ino == written  # nothing changed: the file was not rewritten
     fewer = fact_vector_table(ledger, "hash-model", SCOPE, facts(ROWS[:2]))
-    third = sync_vectors(store, key, SCOPE, fewer)  # type: ignore[arg-type]
+    third = sync_vectors(store, key, SCOPE, fewer)
     assert (third.written, third.deleted) == (0, 1)
-    assert sorted(store.rows[key]) == ["f1", "f2"] and store.rows["hash-model"] == {"e1": "h"}
+    assert sorted(store.ids(key, SCOPE)) == ["f1", "f2"]
+    assert store.ids("hash-model", SCOPE) == {"e1": "h"}
