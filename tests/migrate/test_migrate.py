@@ -127,7 +127,7 @@ def test_the_new_code_refuses_an_old_data_directory_until_it_is_migrated(
     memflow = str(BIN / "memflow")
     out = _run([memflow, "status", "--data", str(data)], _env(tmp_path / "x.log"), tmp_path, False)
     assert "memflow migrate" in out and "Parquet layout" in out
-    stop_lite_server(data)
+    stop_legacy_server(data)
 
 
 def test_migrate_then_run_keeps_the_facts_and_extracts_nothing_again(
@@ -215,4 +215,4 @@ def test_a_migration_killed_half_way_is_finished_by_the_next(
     assert (data / "tables" / "validated_facts" / "_delta_log").is_dir()
     assert (data / LEGACY_DIR / DONE).exists()
     assert migrate(data, extraction_identity="none").already_migrated
-    stop_lite_server(data)
+    stop_legacy_server(data)
