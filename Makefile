@@ -12,7 +12,8 @@ export TOKENIZERS_PARALLELISM := false
 SAMPLE_DATA := $(CURDIR)/.memflow
 
 .PHONY: up run test test-quick bench bench-quality lint gremlin-start gremlin-stop janusgraph-start \
-	janusgraph-stop milvus-start milvus-stop postgres-start postgres-stop dev serve sample clean
+	janusgraph-stop milvus-start milvus-stop postgres-start postgres-stop dev serve sample clean \
+	s3-seaweedfs test-tables-s3
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,7 +43,8 @@ test: $(STAMP)
 	bash scripts/gremlin-server.sh start
 	status=0; $(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS) || status=$$?; \
 	bash scripts/gremlin-server.sh stop; bash scripts/gremlin-server.sh janusgraph stop; \
-	$(BIN)/python -m tests.support.milvus_server stop; bash scripts/postgres.sh stop; exit $$status
+	$(BIN)/python -m tests.support.milvus_server stop; bash scripts/postgres.sh stop; \
+	$(BIN)/python -m tests.support.s3_server stop; exit $$status
 
 ## The same without the tests that need JanusGraph or the Milvus server (marker `server`; the
 ## TinkerGraph and embedded vector backends still run): for development. CI runs `make test`.
@@ -50,7 +52,18 @@ test-quick: $(STAMP)
 	$(BIN)/ruff check .
 	bash scripts/gremlin-server.sh start
 	status=0; $(BIN)/python -m pytest -q -n 2 -m "not server" $(PYTEST_ARGS) \
-		|| status=$$?; bash scripts/gremlin-server.sh stop; exit $$status
+		|| status=$$?; bash scripts/gremlin-server.sh stop; \
+		$(BIN)/python -m tests.support.s3_server stop; exit $$status
+
+## SeaweedFS's S3 server for the table store's object-storage tests (built once from the Go
+## module proxy; without it they run against moto's server). Then the table store's contract
+## suite against it.
+s3-seaweedfs:
+	bash scripts/seaweedfs.sh
+
+test-tables-s3: $(STAMP) s3-seaweedfs
+	status=0; $(BIN)/python -m pytest -q -n 0 tests/contract/test_table_store.py || status=$$?; \
+	$(BIN)/python -m tests.support.s3_server stop; exit $$status
 
 ## Benchmarks; results land in bench/results/*.json and BENCHMARKS.md.
 bench: $(STAMP)

@@ -124,6 +124,7 @@ def validated_facts(
         "validation",
         ("entity_id",),
     )
+    summaries: dict[str, dict[str, int]] = {}
     for scope in scopes:
         started = time.perf_counter()
         key = scope.key
@@ -147,17 +148,13 @@ def validated_facts(
         reasons = count_reasons(quarantine.filter(pl.col("severity") != SEVERITY_WARNING))
         warnings = count_reasons(quarantine.filter(pl.col("severity") == SEVERITY_WARNING))
         capped = bool(reasons.get(rules.Reason.FACT_CAP) or reasons.get(rules.Reason.ENTITY_CAP))
-        tables.record_summary(
-            Asset.VALIDATED_FACTS,
-            scope,
-            {
-                "facts": facts.height,
-                "entities": entities.height,
-                "capped": int(capped),
-                **counts,
-                "contract_rejects": fact_rejects.height + entity_rejects.height,
-            },
-        )
+        summaries[key] = {
+            "facts": facts.height,
+            "entities": entities.height,
+            "capped": int(capped),
+            **counts,
+            "contract_rejects": fact_rejects.height + entity_rejects.height,
+        }
         tenant_metadata(
             context,
             Asset.VALIDATED_FACTS,
@@ -204,6 +201,7 @@ def validated_facts(
             },
         )
 
+    tables.record_summaries(Asset.VALIDATED_FACTS, summaries)  # one commit for the run
     yield Output(facts_out, output_name=Asset.VALIDATED_FACTS)
     yield Output(entities_out, output_name=Asset.ENTITIES)
     yield Output(quarantine_out, output_name=Asset.QUARANTINE)

@@ -14,8 +14,6 @@ from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
     AssetExecutionContext,
-    AssetKey,
-    DagsterInvariantViolationError,
     MetadataValue,
     RetryPolicy,
 )
@@ -27,7 +25,9 @@ from schemas import ids
 from schemas.contracts import Violation, split_valid
 from schemas.redaction import redact
 from schemas.scope import Scope
-from schemas.tables import QUARANTINE, conform
+from schemas.tables import QUARANTINE, TABLES, conform
+
+PARTITION_ROW_COUNT = "dagster/partition_row_count"  # Dagster's standard table metadata key
 
 # Flaky I/O (a model server, a store) gets retried with backoff by Dagster itself.
 IO_RETRY = RetryPolicy(max_retries=3, delay=2, backoff=_Backoff.EXPONENTIAL)
@@ -50,34 +50,17 @@ def stored_table(storage: Storage, asset: str, scope: Scope) -> pl.DataFrame | N
 def tenant_metadata(
     context: AssetExecutionContext, asset: str, scope: Scope, metadata: Mapping[str, Any]
 ) -> None:
-    """Metadata on this tenant's materialization of `asset` (not the run's totals).
+    """Metadata on this tenant's materialization of `asset` (not the run's totals), through
+    Dagster's public `add_asset_metadata(partition_key=...)`. A tenant table's rows
+    (`rows_out`) are also its ``dagster/partition_row_count``, the catalog's name for them.
 
-    Dagster's `add_asset_metadata` re-resolves the run's partition range from the instance on
-    every call (a query for the dynamic partitions and one per end of the range: ~13 ms on
-    SQLite), which for 13 assets x 200 tenants is most of a run's overhead
-    (bench/bench_ingest_scale.py). The step's partition keys are resolved once here and the
-    metadata goes to the same accumulator `add_asset_metadata` writes to; if Dagster's
-    internals ever move, the public call is used."""
-    step = getattr(getattr(context, "op_execution_context", None), "_step_execution_context", None)
-    accumulator = getattr(step, "_metadata_accumulator", None)
-    if step is None or accumulator is None or asset not in _asset_names(context):
-        context.add_asset_metadata(dict(metadata), asset_key=asset, partition_key=scope.key)
-        return
-    keys = step.__dict__.get("_memflow_partition_keys")
-    if keys is None:
-        keys = frozenset(context.partition_keys)
-        step.__dict__["_memflow_partition_keys"] = keys
-    if scope.key not in keys:
-        raise DagsterInvariantViolationError(
-            f"metadata for partition {scope.key!r}, which this run does not target"
-        )
-    step._metadata_accumulator = accumulator.with_additional_asset_metadata(
-        asset_key=AssetKey(asset), partition_key=scope.key, metadata=dict(metadata)
-    )
-
-
-def _asset_names(context: AssetExecutionContext) -> set[str]:
-    return {key.path[-1] for key in context.assets_def.keys}
+    Each call checks the partition against the run's range, which costs a few event-log
+    queries; with the local instance's event log (`pipelines/event_log.py`) that is a small
+    share of a run (BENCHMARKS.md, "Per-tenant metadata through the public API")."""
+    values = dict(metadata)
+    if "rows_out" in values and asset in TABLES:
+        values[PARTITION_ROW_COUNT] = values["rows_out"]
+    context.add_asset_metadata(values, asset_key=asset, partition_key=scope.key)
 
 
 def preview(df: pl.DataFrame, columns: list[str], rows: int = 8, width: int = 60) -> MetadataValue:

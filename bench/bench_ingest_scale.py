@@ -1,8 +1,10 @@
-"""Ingestion at scale: `memflow run` against memflow's own functions, and the cost of a new day.
+"""Ingestion at scale: `memflow run` against memflow's own functions, the cost of a new day,
+re-runs and kill -9.
 
     python bench/bench_ingest_scale.py                  # both parts
     python bench/bench_ingest_scale.py --part batch     # (a) only
     python bench/bench_ingest_scale.py --part newday    # (b) only
+    python bench/bench_ingest_scale.py --part rerun     # (c) only
 
 (a) **batch**: a landing zone of 40 tenants x 10 days x 40 turns (16,000 turns; a quarter are
 agents' tool calls saving 2 triples each, the rest text turns that wait for an extractor, since
@@ -22,7 +24,13 @@ already ingested by `memflow run`); then a new day lands for both and `memflow r
 runs, alternating, three rounds. Reported: the run's own seconds (what `memflow run` reports,
 imports excluded) and the command's wall time. Target: 60-day / 5-day <= 1.2.
 
-Both use embedder `none` and the SQLite graph, every setting explicit (the repository's .env
+(c) **rerun** (`--part rerun`): `memflow run` on a fresh data directory, then again with
+nothing new (reported: seconds and the Delta commits it made; target 0); then, on fresh data
+directories, `memflow run` SIGKILLed (process group) once 2, 4, 6, 7 Delta tables exist
+(`--kill-at`), and run again: every table's rows (clock columns `read_at`, `extracted_at` left
+out) must equal the clean run's.
+
+All use embedder `none` and the SQLite graph, every setting explicit (the repository's .env
 does not leak in). Results: bench/results/ingest_scale.json and a table on stdout.
 """
 
@@ -150,11 +158,13 @@ def measured(cmd: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
     }
 
 
-def memflow_run(landing: Path, data: Path, cwd: Path, *tenants: str) -> dict[str, Any]:
+def memflow_run(
+    landing: Path, data: Path, cwd: Path, *tenants: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     cmd = [str(BIN / "memflow"), "run", "--landing", str(landing), "--data", str(data)]
     for t in tenants:
         cmd += ["--tenant", t]
-    got = measured(cmd, env_for(landing, data), cwd)
+    got = measured(cmd, {**env_for(landing, data), **(env or {})}, cwd)
     m = re.search(r"memflow run: (\d+) tenant\(s\), (\d+) run\(s\), ([\d.]+) s", got["output"])
     if not m:
         raise RuntimeError(f"no summary line in memflow run's output:\n{got['output'][-2000:]}")
@@ -212,9 +222,19 @@ def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
               "write": 0.0}  # fmt: skip
     units = {"turns": 0, "triples": 0, "facts": 0, "entities": 0, "sink_rows": 0}
 
+    pending: dict[str, dict] = {}
+
     def write(df: pl.DataFrame, asset: str, scope) -> None:
         t = time.perf_counter()
-        tables.write_table(conform(df, TABLES[asset]), asset, scope)
+        pending.setdefault(asset, {})[scope] = conform(df, TABLES[asset])
+        stages["write"] += time.perf_counter() - t
+
+    def flush() -> None:
+        """Each table's tenants in one commit, as the IO manager writes a step's output."""
+        t = time.perf_counter()
+        for asset, frames in pending.items():
+            tables.write_tenants(asset, frames)
+        pending.clear()
         stages["write"] += time.perf_counter() - t
 
     def valid(frames: dict, contract) -> dict:
@@ -259,6 +279,7 @@ def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
             write(ex.triples, Asset.EXTRACTED_TRIPLES, scope)
             write(ex.rejects, Asset.EXTRACTION_REJECTS, scope)
             write(ex.log, Asset.EXTRACTION_LOG, scope)
+        flush()
         built_by = {}
         for scope, ex in extracted.items():
             t = time.perf_counter()
@@ -283,6 +304,8 @@ def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
                 scope,
             )
             write(built.merges, Asset.FACT_MERGES, scope)
+        flush()
+        for scope in built_by:
             t = time.perf_counter()
             report = sync_graph(graph, scope, entities[scope], facts[scope])
             stages["sink"] += time.perf_counter() - t
@@ -300,14 +323,8 @@ def counts(data: Path) -> dict[str, int]:
     from schemas.tables import Asset
 
     store = TableStore(data)
-    out = {}
-    for asset in (Asset.RAW_TURNS, Asset.EXTRACTED_TRIPLES, Asset.VALIDATED_FACTS, Asset.ENTITIES):
-        total = 0
-        for scope in store.scopes(asset):
-            df = store.read_table(asset, scope)
-            total += 0 if df is None else df.height
-        out[asset] = total
-    return out
+    assets = (Asset.RAW_TURNS, Asset.EXTRACTED_TRIPLES, Asset.VALIDATED_FACTS, Asset.ENTITIES)
+    return {asset: store.total_rows(asset) for asset in assets}
 
 
 # ---------------------------------------------------------------------------- the parts
@@ -426,13 +443,137 @@ def part_newday(work: Path, rounds: int) -> dict[str, Any]:
     }
 
 
+# Columns a rerun sets anew by design (when a file was read, when a turn was extracted): left
+# out when a killed-and-rerun data directory is compared with a clean one.
+CLOCK_COLUMNS = ("read_at", "extracted_at")
+
+
+def table_state(data: Path) -> dict[str, dict[str, Any]]:
+    """Each Delta table of a data directory: its version and a digest of its rows (sorted, the
+    clock columns left out)."""
+    import hashlib
+
+    import polars as pl
+    from deltalake import DeltaTable
+
+    out: dict[str, dict[str, Any]] = {}
+    root = data / "tables"
+    for path in sorted([*root.iterdir(), *root.glob("_summaries/*")]):
+        if not (path / "_delta_log").is_dir():
+            continue
+        table = DeltaTable(str(path))
+        df = pl.read_delta(str(path))
+        df = df.drop([c for c in CLOCK_COLUMNS if c in df.columns])
+        rows = sorted(repr(row) for row in df.select(sorted(df.columns)).iter_rows())
+        digest = hashlib.sha256()
+        for row in rows:
+            digest.update(row.encode())
+        out[str(path.relative_to(root))] = {
+            "version": table.version(),
+            "rows": df.height,
+            "sha256": digest.hexdigest(),
+        }
+    return out
+
+
+def killed_run(landing: Path, data: Path, cwd: Path, tables: int) -> dict[str, Any]:
+    """`memflow run` started and SIGKILLed (its whole process group) once `tables` Delta tables
+    exist under the data directory (a point of the run that does not move with the load)."""
+    cmd = [str(BIN / "memflow"), "run", "--landing", str(landing), "--data", str(data)]
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd,
+        env=env_for(landing, data),
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    root = data / "tables"
+    while proc.poll() is None:
+        made = sum(1 for p in root.glob("*/_delta_log")) if root.is_dir() else 0
+        if made >= tables:
+            os.killpg(proc.pid, 9)
+            proc.wait(30)
+            return {"killed": True, "after_s": round(time.perf_counter() - started, 2)}
+        time.sleep(0.05)
+    return {"killed": False, "after_s": round(time.perf_counter() - started, 2)}
+
+
+def part_rerun(work: Path, tenants: int, days: int, points: list[int]) -> dict[str, Any]:
+    """An idempotent re-run (nothing new landed) and kill -9 at points of a run, then a re-run:
+    commits made, seconds, and whether the tables equal a clean run's."""
+    landing = work / "landing-rerun"
+    shutil.rmtree(landing, ignore_errors=True)
+    for t in range(tenants):
+        for d in range(days):
+            write_day(landing, f"org{t // 10:02d}/repo{t:03d}", d)
+    clean = work / "data-rerun-clean"
+    shutil.rmtree(clean, ignore_errors=True)
+    first = memflow_run(landing, clean, work)
+    first.pop("output")
+    before = table_state(clean)
+    again = memflow_run(landing, clean, work)
+    again.pop("output")
+    after = table_state(clean)
+    commits = sum(after[t]["version"] - before[t]["version"] for t in before)
+    print(f"  clean run {first['wall_s']:.1f} s; re-run {again['wall_s']:.1f} s wall, "
+          f"{again['cpu_s']:.1f} s CPU, {commits} commits", flush=True)  # fmt: skip
+    kills = []
+    for point in points:
+        data = work / f"data-rerun-kill-{point}"
+        shutil.rmtree(data, ignore_errors=True)
+        killed = killed_run(landing, data, work, point)
+        partial = table_state(data) if (data / "tables").is_dir() else {}
+        rerun = memflow_run(landing, data, work)
+        rerun.pop("output")
+        state = table_state(data)
+        # The summaries hold the last run's step counts (facts new against already stored),
+        # so after a kill they equal the clean run's or its re-run's; every other table the
+        # clean run's.
+        equal = {
+            t: state.get(t, {}).get("sha256")
+            in {before[t]["sha256"], *([after[t]["sha256"]] if t.startswith("_summaries") else [])}
+            for t in before
+        }
+        kills.append(
+            {
+                "once_tables_exist": point,
+                **killed,
+                "tables_committed_before_kill": sum(1 for t in partial.values() if t["rows"]),
+                "rerun": rerun,
+                "tables_equal_clean": all(equal.values()) and set(state) == set(before),
+                "unequal": sorted(t for t, ok in equal.items() if not ok),
+            }
+        )
+        print(f"  kill -9 once {point} tables exist ({killed['after_s']:.1f} s; killed: "
+              f"{killed['killed']}): "
+              f"re-run {rerun['wall_s']:.1f} s, tables equal a clean run's: "
+              f"{kills[-1]['tables_equal_clean']}", flush=True)  # fmt: skip
+        shutil.rmtree(data, ignore_errors=True)
+    return {
+        "tenants": tenants,
+        "days": days,
+        "clean": first,
+        "rerun": again,
+        "rerun_commits": commits,
+        "rerun_wall_ratio": round(again["wall_s"] / first["wall_s"], 3),
+        "tables": before,
+        "kills": kills,
+        "target_met": commits == 0 and all(k["tables_equal_clean"] for k in kills),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=("all", "batch", "newday"), default="all")
+    parser.add_argument("--part", choices=("all", "batch", "newday", "rerun"), default="all")
     parser.add_argument("--tenants", type=int, default=40)
     parser.add_argument("--days", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=4, help="rounds of (a)")
     parser.add_argument("--newday-rounds", type=int, default=3)
+    parser.add_argument(
+        "--kill-at", default="2,4,6,7", help="(c): kill -9 once this many tables exist"
+    )
     parser.add_argument("--direct", nargs=2, metavar=("LANDING", "DATA"), help=argparse.SUPPRESS)
     parser.add_argument("--no-contracts", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--keep", action="store_true")
@@ -452,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     if RESULTS.exists():  # keep the other part's last figures when running one part
         try:
             previous = json.loads(RESULTS.read_text())
-            result.update({k: previous[k] for k in ("batch", "newday") if k in previous})
+            result.update({k: previous[k] for k in ("batch", "newday", "rerun") if k in previous})
         except ValueError:
             pass
     try:
@@ -463,6 +604,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.part in ("all", "newday"):
             print("(b) a new day: 60 days of history vs 5", flush=True)
             result["newday"] = part_newday(work, args.newday_rounds)
+        if args.part in ("all", "rerun"):
+            print("(c) an idempotent re-run; kill -9 during a run, then a re-run", flush=True)
+            points = [int(x) for x in args.kill_at.split(",") if x]
+            result["rerun"] = part_rerun(work, args.tenants, args.days, points)
     finally:
         result["machine"]["load_avg_at_end"] = os.getloadavg()
         if not args.keep:
@@ -491,6 +636,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{n['command_cpu_ratio']}x; target met: {n['target_met']}"
         )
         ok &= n["target_met"]
+    if "rerun" in result and args.part in ("all", "rerun"):
+        c = result["rerun"]
+        print(
+            f"(c) re-run with nothing new: {c['rerun']['wall_s']} s ({c['rerun_wall_ratio']}x the "
+            f"first run), {c['rerun_commits']} commits; kill -9 then re-run, tables equal a clean "
+            f"run's: {[k['tables_equal_clean'] for k in c['kills']]}; target met: {c['target_met']}"
+        )
+        ok &= c["target_met"]
     return 0 if ok else 1
 
 

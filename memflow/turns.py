@@ -36,7 +36,7 @@ def _tool_payload(tool_name: str | None, raw: str | None) -> tuple[str | None, i
     """What a memflow tool turn keeps in ``tool_triples`` (redacted), and how many secrets went:
     an upsert's ``triples`` list, a retraction's ``{"retract", "reason"?, "by"?}`` object
     (checked by the landing reader). Any other tool's input is not memflow's to store."""
-    if raw is None or tool_name not in landing.MEMFLOW_TOOLS:
+    if raw is None or tool_name not in landing.OWN_TOOLS:
         return None, 0
     value = json.loads(raw)
     kept = value.get("triples") if tool_name == landing.UPSERT_TOOL else value

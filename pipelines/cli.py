@@ -117,7 +117,7 @@ def _run(args: argparse.Namespace) -> int:
     cfg = _settings(args, must_exist=(LANDING,), create=(DATA,))
     from pipelines.runner import SURVEY_TENANT, run_all, terminal_progress
     from pipelines.status import format_summary, tenant_summaries
-    from resources.tables import TableStore
+    from resources.tables import open_tables
 
     outcome = run_all(
         cfg["MEMFLOW_LANDING_DIR"],
@@ -132,7 +132,7 @@ def _run(args: argparse.Namespace) -> int:
             print(shown(failure.line(outcome.dagster_home)))
         print(f"no tenants found under {shown(cfg['MEMFLOW_LANDING_DIR'])}", file=sys.stderr)
         return 1
-    tables = TableStore(cfg["MEMFLOW_DATA_DIR"])
+    tables = open_tables(cfg)
     rows = tenant_summaries(tables, outcome.tenants)
     _attach_store_counts(rows, outcome.tenants, cfg)
     print(
@@ -184,10 +184,10 @@ def _recall_print(
 
 def cmd_table(args: argparse.Namespace, asset: str, columns: list[str]) -> int:
     cfg = _reads_data(args)
-    from resources.tables import TableStore
+    from resources.tables import open_tables
 
     scope = _scope(args.tenant)
-    df = TableStore(cfg["MEMFLOW_DATA_DIR"]).read(asset, scope)
+    df = open_tables(cfg).read(asset, scope)
     if df is None:
         print(
             f"memflow: no {asset} stored for {shown(scope)} (run `memflow run` first)",
@@ -744,6 +744,10 @@ def build_parser() -> argparse.ArgumentParser:
     from pipelines.vector_rebuild import add_parser as add_vectors_rebuild
 
     add_vectors_rebuild(vectors, _common, _settings, _scope)
+
+    from pipelines.tables_cli import add_parser as add_tables_parser
+
+    add_tables_parser(sub, _common)
     return parser
 
 
@@ -754,7 +758,15 @@ def main(argv: list[str] | None = None) -> int:
     if direct is not None:
         return direct
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except RuntimeError as exc:
+        from resources.tables import LegacyTablesError  # only on this path: the CLI stays light
+
+        if not isinstance(exc, LegacyTablesError):
+            raise
+        print(f"memflow: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

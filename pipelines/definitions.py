@@ -10,7 +10,9 @@ from assets.landing import landing_problems
 from assets.sinks import graph_sink, vector_sink
 from assets.triples import extracted_triples, extraction_model
 from assets.turns import raw_turns
+from pipelines.catalog import with_catalog
 from pipelines.jobs import ingest_job, run_job, survey_job, tenant_job
+from pipelines.maintenance import daily_table_maintenance, table_maintenance
 from pipelines.resources import env_resources
 from pipelines.sensors import landing_sensor, split_failed_batches
 from schemas.redaction.logs import install_log_redaction
@@ -33,8 +35,9 @@ ALL_ASSETS = [
 ]
 
 defs = Definitions(
-    assets=ALL_ASSETS,
-    jobs=[ingest_job, tenant_job, survey_job, run_job],
+    assets=with_catalog(ALL_ASSETS),
+    jobs=[ingest_job, tenant_job, survey_job, run_job, table_maintenance],
+    schedules=[daily_table_maintenance],
     sensors=[landing_sensor, split_failed_batches],
     resources=env_resources(),
     # One process per run: a step process per asset costs seconds of imports each, which

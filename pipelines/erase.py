@@ -124,9 +124,9 @@ def _landing(root: Path, scope: Scope, apply: bool, problems: list[str]) -> dict
 
 
 def _tables(cfg: Settings, scope: Scope, apply: bool) -> dict[str, int]:
-    from resources.tables import TableStore
+    from resources.tables import open_tables
 
-    rows = TableStore(cfg.data_dir).delete_tenant(scope, apply=apply)
+    rows = open_tables(cfg).delete_tenant(scope, apply=apply)
     return {f"table {asset}": n for asset, n in rows.items()}
 
 

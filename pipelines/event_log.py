@@ -7,14 +7,20 @@ A run over 40 tenants writes ~700 events (one materialization per asset and tena
 profile of `memflow run` those connects, compiles, commits and closes were about a third of the
 run (bench/bench_ingest_scale.py, BENCHMARKS.md "Ingestion at scale").
 
-`LocalSqliteEventLogStorage` is the same storage with two changes:
+It stays although it leans on Dagster internals (the one module besides the fenced
+`pipelines/location.py` that tests/test_layers.py allows them): measured side by side, the
+default storage makes `memflow run` cost 2.6x the CPU (BENCHMARKS.md, "The local event
+log"), mostly because the public per-tenant metadata call (`add_asset_metadata` with a
+partition key) queries the dynamic partitions three times, each through a new engine.
+
+`LocalSqliteEventLogStorage` is the same storage with these changes:
 
 - one engine per shard (the index and the most recent runs' shards), kept open, so statements
   compile once and connections are pooled;
 - `PRAGMA synchronous=NORMAL` on its connections. In WAL mode that is still crash-safe for
   the database (a power cut can lose the last transactions, never corrupt the file); a lost
   event of a run that was running is what run monitoring and re-execution already handle;
-- `store_event_batch` for materializations, observations and planned materializations: with
+- `store_event_batch` for materializations and observations: with
   `DAGSTER_EVENT_BATCH_SIZE` set (`memflow run` sets it), the per-tenant materializations of
   one asset are written in one transaction per database instead of two per event, as
   Dagster's PostgreSQL storage does;
@@ -199,11 +205,11 @@ class LocalSqliteEventLogStorage(SqliteEventLogStorage):
         return found
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
-        """A batch of one run's asset materializations (or observations, or planned
-        materializations: one kind) in one transaction on the run's database and one on the
-        index; other batches are stored one by one. If the index refuses the batch, the run's
-        rows are taken back before the error goes up, so Dagster's fallback (store each event
-        alone) stores each event once."""
+        """A batch of one run's asset materializations (or observations: one kind) in one
+        transaction on the run's database and one on the index; other batches are stored
+        one by one. If the index refuses the batch, the run's rows are taken back before the
+        error goes up, so Dagster's fallback (store each event alone) stores each event
+        once."""
         kinds = {e.dagster_event_type for e in events}
         if not events or len(kinds) != 1 or not kinds <= _BATCHED:
             super().store_event_batch(events)
@@ -219,10 +225,8 @@ class LocalSqliteEventLogStorage(SqliteEventLogStorage):
                 ids = _insert_all(conn, rows)
                 self._store_asset_event_tags(conn, list(events), ids)
                 pairs = list(zip(events, ids, strict=True))
-                if kinds == {DagsterEventType.ASSET_MATERIALIZATION_PLANNED}:
-                    keep = pairs  # few, and each may set its own asset's columns: all, in order
-                else:  # the asset table keeps each asset's last event, as Dagster's batches do
-                    keep = list({e.dagster_event.asset_key: (e, i) for e, i in pairs}.values())
+                # the asset table keeps each asset's last event, as Dagster's batches do
+                keep = list({e.dagster_event.asset_key: (e, i) for e, i in pairs}.values())
                 for event, event_id in keep:
                     self._store_asset_event(conn, event, event_id)
         except Exception:

@@ -16,38 +16,18 @@ dagster-k8s's `K8sRunLauncher`, which checks its pods itself.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from dagster import DagsterEventType, DefaultRunLauncher
+
+# Fenced (tests/test_layers.py allows this module this import and `self._instance`, the
+# launcher base class's handle on the instance, only): a run launcher's health
+# check must answer with these two types, and Dagster exports them nowhere public; its own
+# launchers (dagster-docker, dagster-k8s) import them from here too.
 from dagster._core.launcher.base import CheckRunHealthResult, WorkerStatus
+
+from resources.fs import process_started_at
 
 # A process that started this long after the run's RUN_START event is not its worker.
 _REUSE_SLACK_S = 5.0
-
-
-def _boot_time() -> float | None:
-    try:
-        for line in Path("/proc/stat").read_text().splitlines():
-            if line.startswith("btime "):
-                return float(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def process_started_at(pid: int) -> float | None:
-    """When `pid` started (epoch seconds); None when it does not exist or is a zombie."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    if fields[0] in ("Z", "X"):
-        return None
-    boot = _boot_time()
-    if boot is None:
-        return 0.0  # no /proc/stat: alive, start unknown
-    return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
 class LocalRunLauncher(DefaultRunLauncher):
@@ -76,4 +56,4 @@ class LocalRunLauncher(DefaultRunLauncher):
         return CheckRunHealthResult(WorkerStatus.RUNNING)
 
 
-__all__ = ["LocalRunLauncher", "process_started_at"]
+__all__ = ["LocalRunLauncher"]

@@ -9,7 +9,10 @@ carries another executor. Here the run is created with the origin `dagster dev` 
 location and the snapshot of the job as the location defines it, then executed in this process
 (the job's own `in_process_executor`), so the UI treats it like a run it launched.
 
-The only module of memflow that uses Dagster internals; dagster is pinned to 1.13.x.
+The fenced exception to "Dagster's public API only" (tests/test_layers.py allows it, and beside
+it the local event log `pipelines/event_log.py` and the two health-check types of
+`pipelines/launcher.py`); no public API records a run with a code location's origin. dagster
+is pinned to 1.13.x.
 """
 
 from __future__ import annotations

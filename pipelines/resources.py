@@ -13,7 +13,7 @@ from typing import Any
 from dagster import EnvVar
 
 from pipelines.block_lock import BlockLockedStorage
-from pipelines.io import ParquetTablesIOManager
+from pipelines.io import DeltaTablesIOManager
 from resources.configurable import (
     EmbeddingModelResource,
     ExtractionModelResource,
@@ -25,12 +25,14 @@ from resources.settings import EMBEDDING_SETTINGS, EXTRACTION_SETTINGS, SETTINGS
 
 def env_resources() -> dict[str, Any]:
     data_dir = EnvVar("MEMFLOW_DATA_DIR")
+    tables_uri = EnvVar("MEMFLOW_TABLES_URI")
     return {
-        "tables": ParquetTablesIOManager(data_dir=data_dir),
+        "tables": DeltaTablesIOManager(data_dir=data_dir, tables_uri=tables_uri),
         # Storage that holds the run's tenant-block locks (one run per block, however started).
         "storage": BlockLockedStorage(
             landing_dir=EnvVar("MEMFLOW_LANDING_DIR"),
             data_dir=data_dir,
+            tables_uri=tables_uri,
             retention_days=EnvVar.int("MEMFLOW_RETENTION_DAYS"),
             history_start=EnvVar("MEMFLOW_HISTORY_START"),
             future_tolerance_hours=EnvVar("MEMFLOW_FUTURE_TOLERANCE_HOURS"),

@@ -70,10 +70,11 @@ class RunOutcome:
 
 
 # One ASSET_MATERIALIZATION_PLANNED event per asset for a run over a range of tenants, not one
-# per tenant (Dagster's own switch for large single-run backfills): at 40 tenants that is 520
-# fewer SQLite commits per run. The cost, per Dagster: the tenants of a run that fails are not
-# marked "failed" in the UI (they show as not materialized); `memflow run` reruns a failed
-# range in halves and names every tenant that still fails.
+# per tenant (Dagster's own switch for large single-run backfills, an environment variable):
+# at 40 tenants that is 520 fewer events per run, 17% of the run's CPU (bench_event_log.py).
+# The cost, per Dagster: the tenants of a run that fails are not marked "failed" in the UI
+# (they show as not materialized); `memflow run` reruns a failed range in halves and names
+# every tenant that still fails.
 PLANNED_EVENTS_ENV = "DAGSTER_EMIT_PARTITION_SUBSET_IN_PLANNED_EVENTS"
 # A step's per-tenant materializations of one asset are written as one batch (one transaction
 # per database: pipelines/event_log.py; PostgreSQL batches them the same way).
@@ -142,7 +143,10 @@ def _survey_failures(result) -> list[PartitionFailure]:
 def _problems(data_dir: str) -> list[str]:
     """The landing zone's problems as the survey stored them, one line each (escaped: a name
     in the landing zone cannot forge an output line)."""
-    frame = TableStore(data_dir).read_zone(Asset.LANDING_PROBLEMS)
+    from resources.settings import TABLES_URI_SETTING, env_path
+
+    tables = TableStore(data_dir, uri=env_path(TABLES_URI_SETTING) or None)
+    frame = tables.read_zone(Asset.LANDING_PROBLEMS)
     if frame is None:
         return []
     return [landing.problem_line(row) for row in frame.iter_rows(named=True)]

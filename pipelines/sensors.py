@@ -22,6 +22,7 @@ import polars as pl
 from dagster import (
     DagsterInstance,
     DagsterRun,
+    DagsterRunNotFoundError,
     DagsterRunStatus,
     DefaultSensorStatus,
     RunFailureSensorContext,
@@ -50,6 +51,9 @@ from schemas.tables import Asset
 
 # Dagster sets it on a failed run that the instance's run_retries will re-execute.
 WILL_RETRY_TAG = "dagster/will_retry"
+FAILURE_REASON_TAG = "dagster/failure_reason"
+MAX_RETRIES_TAG = "dagster/max_retries"
+RETRY_ON_STEP_FAILURE_TAG = "dagster/retry_on_asset_or_op_failure"
 CURSOR_VERSION = 2
 # Tenants missing from the cursor (its first tick, a cursor of an older version) are checked
 # against the landing index the runs stored, at most this many a tick; the rest on the next.
@@ -244,7 +248,7 @@ def _run_retries_will_rerun(instance: DagsterInstance, run: DagsterRun) -> bool:
     """Whether the instance's run_retries will re-execute the failed `run`. Dagster stores the
     run's FAILURE status and its `dagster/will_retry` tag in two writes, so a sensor tick in
     between sees no tag: then the run is read again, and if the tag is still missing the retry
-    daemon's own decision (which also stores the tag) answers."""
+    daemon's documented rule decides (and the decision is stored as the daemon stores it)."""
     if not instance.run_retries_enabled:
         return False
     tag = run.tags.get(WILL_RETRY_TAG)
@@ -254,15 +258,41 @@ def _run_retries_will_rerun(instance: DagsterInstance, run: DagsterRun) -> bool:
             return False
         run, tag = fresh, fresh.tags.get(WILL_RETRY_TAG)
     if tag is not None:
-        # read as the retry daemon reads it ("True" and "1" retry too)
-        from dagster._utils.tags import get_boolean_tag_value
-
-        return get_boolean_tag_value(tag)
-    # imported here: dagster._daemon costs ~0.5 s of imports that `memflow run` never needs
-    from dagster._core.errors import DagsterRunNotFoundError
-    from dagster._daemon.auto_run_reexecution.auto_run_reexecution import should_retry
-
+        return _true(tag)  # read as the retry daemon reads it ("True" and "1" retry too)
+    decision = _retry_rule(instance, run)
     try:
-        return should_retry(run, instance)
+        instance.add_run_tags(run.run_id, {WILL_RETRY_TAG: str(decision).lower()})
+    except DagsterRunNotFoundError:  # deleted meanwhile: nothing left to retry
+        return False
+    return decision
+
+
+def _true(value: str) -> bool:
+    return value.strip().lower() in ("true", "1", "yes", "y", "on")
+
+
+def _retry_rule(instance: DagsterInstance, run: DagsterRun) -> bool:
+    """Dagster's run_retries rule (docs: "Run retries"), from public fields only: a step
+    failure retries only with `retry_on_asset_or_op_failure`; at most `max_retries` (the
+    `dagster/max_retries` tag wins, an unreadable one means none) re-executions of the run's
+    group."""
+    on_step_failure = run.tags.get(RETRY_ON_STEP_FAILURE_TAG)
+    retry_steps = (
+        _true(on_step_failure)
+        if on_step_failure is not None
+        else instance.run_retries_retry_on_asset_or_op_failure
+    )
+    if run.tags.get(FAILURE_REASON_TAG) == "STEP_FAILURE" and not retry_steps:
+        return False
+    raw = run.tags.get(MAX_RETRIES_TAG)
+    try:
+        max_retries = instance.run_retries_max_retries if raw is None else int(raw)
+    except ValueError:
+        return False
+    if max_retries <= 0:
+        return False
+    try:
+        group = instance.get_run_group(run.run_id)
     except DagsterRunNotFoundError:  # deleted since it was read: as when it is gone already
         return False
+    return group is not None and len(list(group[1])) <= max_retries

@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from resources.settings import Settings
-from resources.tables import TableStore
+from resources.tables import TableStore, open_tables
 from schemas.rules import SEVERITY_WARNING
 from schemas.scope import Scope
 from schemas.tables import TABLES, Asset, conform, empty
@@ -98,61 +98,20 @@ def tenant_summaries(
 def _rows_per_tenant(
     tables: TableStore, asset: str, scopes: list[Scope], where: pl.Expr | None = None
 ) -> dict[str, int]:
-    """Each tenant's row count of `asset` (of its rows matching `where`), from the footers of
-    every tenant's files (reading only the columns `where` names)."""
-    owner = {str(p): s.key for s in scopes for p in tables.files(asset, s)}
-    out = dict.fromkeys((s.key for s in scopes), 0)
-    if owner:
-        try:
-            frame = pl.scan_parquet(
-                list(owner),
-                include_file_paths="__file",
-                missing_columns="insert",
-                extra_columns="ignore",
-            )
-            if where is not None:
-                frame = frame.filter(where)
-            counts = frame.group_by("__file").len().collect()
-        except pl.exceptions.PolarsError:  # days of different versions disagree on a type
-            if where is None:
-                return {s.key: tables.count_rows(asset, s) for s in scopes}
-            return {s.key: _read(tables, asset, s).filter(where).height for s in scopes}
-        for path, n in counts.iter_rows():
-            out[owner[path]] += n
-    return out
+    """Each tenant's row count of `asset` (of its rows matching `where`)."""
+    return {s.key: n for s, n in tables.rows_per_tenant(asset, scopes, where).items()}
 
 
 def _per_tenant(
     tables: TableStore, asset: str, scopes: list[Scope], columns: list[str]
 ) -> dict[str, pl.DataFrame]:
-    """`columns` of `asset` for each tenant, read in one scan over every tenant's files (a
-    column a file lacks is null there); read tenant by tenant when files disagree on a type."""
+    """`columns` of `asset` for each tenant (empty where none), from one snapshot."""
     layout = {c: TABLES[asset][c] for c in columns}
-    owner = {str(p): s.key for s in scopes for p in tables.files(asset, s)}
-    out = {s.key: pl.DataFrame(schema=layout) for s in scopes}
-    if not owner:
-        return out
-    try:
-        frame = (
-            pl.scan_parquet(
-                list(owner),
-                include_file_paths="__file",
-                missing_columns="insert",
-                extra_columns="ignore",
-            )
-            .select("__file", *columns)
-            .collect()
-        )
-    except pl.exceptions.PolarsError:
-        for scope in scopes:
-            df = tables.read_table(asset, scope)
-            if df is not None:
-                out[scope.key] = conform(df, TABLES[asset]).select(columns)
-        return out
-    frame = frame.with_columns(pl.col("__file").replace_strict(owner))
-    for (key,), part in frame.partition_by("__file", as_dict=True).items():
-        out[key] = conform(part.drop("__file"), layout)
-    return out
+    found = tables.read_many(asset, scopes, columns=columns)
+    return {
+        s.key: conform(found[s], layout) if s in found else pl.DataFrame(schema=layout)
+        for s in scopes
+    }
 
 
 def format_summary(rows: list[dict[str, Any]]) -> str:
@@ -306,7 +265,7 @@ def status(cfg: Settings) -> dict[str, Any]:
     from resources.vector.sync import vectors_equal_table
 
     data_dir = cfg["MEMFLOW_DATA_DIR"]
-    tables = TableStore(data_dir)
+    tables = open_tables(cfg)
     scopes = sorted(
         set(tables.scopes(Asset.VALIDATED_FACTS)) | set(tables.scopes(Asset.RAW_TURNS)),
         key=lambda s: s.key,

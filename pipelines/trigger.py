@@ -120,18 +120,18 @@ class QueueTrigger:
     ) -> None:
         self.data_dir = str(data_dir)
         self.reply_timeout_s = reply_timeout_s
-        self._instance: Any = None
+        self._dagster_instance: Any = None
         self._lock = threading.Lock()
         self._durations = _Durations()
 
     def _open(self) -> Any:
-        if self._instance is None:
+        if self._dagster_instance is None:
             from pipelines.runner import instance_for, quiet_dagster
 
             quiet_dagster()
-            self._instance = instance_for(self.data_dir)
-            self._durations.extend(recent_run_seconds(self._instance))
-        return self._instance
+            self._dagster_instance = instance_for(self.data_dir)
+            self._durations.extend(recent_run_seconds(self._dagster_instance))
+        return self._dagster_instance
 
     def prepare(self) -> None:
         """Load the code location and open the instance in the background now, so the first
@@ -215,9 +215,9 @@ class QueueTrigger:
 
     def close(self) -> None:
         with self._lock:
-            if self._instance is not None:
-                self._instance.dispose()
-                self._instance = None
+            if self._dagster_instance is not None:
+                self._dagster_instance.dispose()
+                self._dagster_instance = None
 
 
 def daemon_alive(instance: Any, stale_s: float = DAEMON_STALE_S) -> bool:

@@ -28,7 +28,7 @@ import polars as pl
 
 from resources.settings import EMBEDDING_SETTINGS, read_settings_file
 from resources.settings import PREVIOUS_MODEL_SETTING as PREVIOUS
-from resources.tables import TableStore
+from resources.tables import TableStore, open_tables
 from resources.vector.base import VectorStore, fact_vectors_key
 from resources.vector.ledger import with_text_hash
 from schemas.scope import Scope
@@ -197,7 +197,7 @@ def prune_vectors(
     previous = cfg[PREVIOUS].strip()  # as `memflow serve` reads it (recall.server)
     named = settings_file_models(cfg, settings_file)
     kept = tuple(dict.fromkeys(m for m in (current, previous, *keep, *named) if m))
-    tables = TableStore(cfg["MEMFLOW_DATA_DIR"])
+    tables = open_tables(cfg)
     scopes = list(dict.fromkeys(tenants)) or sorted(
         tables.scopes(Asset.ENTITIES), key=lambda s: s.key
     )

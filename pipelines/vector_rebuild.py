@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from resources.settings import PREVIOUS_MODEL_SETTING as PREVIOUS
+
 if TYPE_CHECKING:
     import polars as pl
 
     from resources.settings import Settings
     from resources.tables import TableStore
     from schemas.scope import Scope
-
-PREVIOUS = "MEMFLOW_PREVIOUS_EMBEDDING_MODEL"
 
 
 @dataclass

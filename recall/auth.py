@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from resources.fs import atomic_write_text
 from schemas.scope import Scope, ScopeError
 
 KEY_PREFIX = "mf_"
@@ -135,13 +136,7 @@ def read_keys_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _write_keys_file(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, indent=2) + "\n", mode=0o600)
 
 
 def add_key(

@@ -54,6 +54,11 @@ class Storage(ConfigurableResource):
     )
     _landing_abs = field_validator("landing_dir")(_absolute(LANDING_SETTING))
     _data_abs = field_validator("data_dir")(_absolute(DATA_SETTING))
+    tables_uri: str = Field(
+        default="",
+        description="Where the Delta tables live (a path or an object-store URI such as "
+        "s3://bucket/prefix); empty: <data_dir>/tables.",
+    )
     retention_days: int = Field(
         default=-1,
         description="Raw-turn text retention: -1 keeps it, 0 drops it once extracted "
@@ -70,7 +75,7 @@ class Storage(ConfigurableResource):
     )
 
     def tables(self) -> TableStore:
-        return TableStore(self.data_dir)
+        return TableStore(self.data_dir, uri=self.tables_uri or None)
 
     def window(self) -> rules.TimeWindow:
         """The time window turns must lie in (the same rule the API applies)."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, MutableMapping
 from dataclasses import asdict, dataclass, field
@@ -126,17 +125,9 @@ def write_record(home: Path, record: Record) -> Path:
 
 
 def _write_json(target: Path, value: Mapping[str, Any]) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(value, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return target
+    from resources.fs import atomic_write_text
+
+    return atomic_write_text(target, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
 # ------------------------------------------------------------------------------ processes

@@ -149,6 +149,16 @@ DECLARED_SETTINGS: tuple[Declared, ...] = (
         shown_default="`<home>/data`",
     ),
     _d(
+        "TABLES_URI",
+        "",
+        str,
+        "where the Delta tables live: a path or an object-store URI such as "
+        "`s3://bucket/prefix` (credentials from the usual `AWS_*` variables); empty = "
+        "`<data>/tables`",
+        CORE,
+        shown_default="`<data>/tables`",
+    ),
+    _d(
         "RETENTION_DAYS",
         "-1",
         int,
@@ -430,6 +440,7 @@ TENANT_MAP_SETTING = "MEMFLOW_TENANT_MAP"
 PREVIOUS_MODEL_SETTING = "MEMFLOW_PREVIOUS_EMBEDDING_MODEL"
 LANDING_SETTING = "MEMFLOW_LANDING_DIR"
 DATA_SETTING = "MEMFLOW_DATA_DIR"
+TABLES_URI_SETTING = "MEMFLOW_TABLES_URI"
 PATH_SETTINGS = (LANDING_SETTING, DATA_SETTING)
 
 # The file (.env format) the code location's model resources re-read at the start of every run,
@@ -551,7 +562,13 @@ def local_env(env: Mapping[str, str] | None = None) -> LocalEnv:
 
 def env_path(name: str, env: Mapping[str, str] | None = None) -> str:
     """A path setting as the environment spells it ("" when unset or blank)."""
-    if name not in (*PATH_SETTINGS, HOME_SETTING, "MEMFLOW_API_KEYS_FILE", SETTINGS_FILE):
+    if name not in (
+        *PATH_SETTINGS,
+        HOME_SETTING,
+        TABLES_URI_SETTING,
+        "MEMFLOW_API_KEYS_FILE",
+        SETTINGS_FILE,
+    ):
         raise KeyError(f"{name} is not a path setting")
     env = os.environ if env is None else env
     return (env.get(name) or "").strip()

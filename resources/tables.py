@@ -1,522 +1,1075 @@
-"""The Parquet tables, the source of truth: one table per asset and tenant.
+"""The tables, the source of truth: Delta Lake tables (delta-rs), one per asset.
 
-Layout under the data directory::
+Layout under the tables root (``<data>/tables`` by default, or any URI delta-rs opens, such
+as ``s3://bucket/prefix``; ``MEMFLOW_TABLES_URI``)::
 
-    tables/<asset>/<org>/<repo>.parquet               a tenant's table
-    tables/<asset>/<org>/<repo>/<YYYY-MM-DD>.parquet  a per-day table, one file per day of its
-                                                      `day` column (`schemas.tables.PER_DAY`)
-    tables/<asset>/<org>/<repo>/_manifest.json        per-day tables: a content hash per day
+    <asset>/                          one Delta table per asset, every tenant in it,
+      _delta_log/                     partitioned by tenant_id, ns (the scope columns
+      tenant_id=<org>/ns=<repo>/*.parquet     every row carries)
+    landing_problems/                 the landing zone's table (no tenant): replaced whole
+    _summaries/<asset>/               small per-tenant summaries (counts a check reads)
 
-`write_table` rewrites only the days whose content changed (the manifest says which), so a run
-that adds one day writes one file whatever the tenant's history.
+Chosen by measurement (bench/bench_table_layout.py, BENCHMARKS.md "Table layout"): one table
+per asset partitioned by tenant writes a run's tenants in **one commit** per asset (a
+partition replace: other tenants' files are not touched), reads a tenant's files directly
+from one kept snapshot of the log, and a tenant's table is written whole (a per-day
+partition was slower on every path measured, the table per tenant 10x slower for a block of
+200 tenants, the unpartitioned table rewrites other tenants' rows).
 
-Writes are atomic (temp file + rename), so a killed run never leaves half a table behind. A
-temp file is named ``.tmp-<pid>-<start>-<random>.parquet`` (the writing process and its start
-time); a write into a directory first removes the temp files there whose writer is gone (or, for
-names without a pid, that are older than this process), at most every few minutes per process
-and directory, so temp files of killed runs do not pile up. A write that fails for lack of
-space, a read-only file system or permissions raises one `StorageError` naming the path and the
-cause.
+What Delta gives that the Parquet layout before it hand-wrote: atomic multi-file commits
+(no manifests, write tokens or temp files), a version per commit (`version`, `history`) and
+time travel (`read(..., version=, as_of=)`), schema evolution (`schema_mode="merge"`),
+concurrent writers resolved by Delta's conflict checker (writes of disjoint tenants never
+conflict), object storage through the same code, and tables that polars (`scan_delta`),
+DuckDB (`delta_scan`) and Spark read with no memflow code. Compaction and vacuum are
+`maintain` (the `table_maintenance` job).
+
+Each commit carries in its `commitInfo` the run that made it (``memflow.run_id``) and the
+tenants it replaced (``memflow.tenants``). delta-rs cannot be used in a process forked from
+one that used it (its runtime panics): processes that touch tables start by spawn.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import json
 import os
-import re
+import random
+import shutil
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
 
 import polars as pl
+from deltalake import CommitProperties, DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
+from resources.fs import StorageError, as_storage_error
 from schemas.scope import Scope
-from schemas.tables import PER_DAY, TABLES
+from schemas.tables import LANDING_PROBLEMS, PER_DAY, TABLES, Asset, conform
 
-# The Parquet key-value metadata naming the write that made a file (TableStore.write).
-WRITE_TOKEN = "memflow.write"
+TABLES_DIR = "tables"
+PARTITION_BY = ("tenant_id", "ns")
+ZONE_TABLES = (Asset.LANDING_PROBLEMS,)
+SUMMARIES_DIR = "_summaries"
+_ZONE_LAYOUTS = {Asset.LANDING_PROBLEMS: LANDING_PROBLEMS}
+# Commit-info keys memflow adds to each commit it makes.
+RUN_ID_KEY = "memflow.run_id"
+TENANTS_KEY = "memflow.tenants"
+WRITE_KEY = "memflow.write"
+# Conflicts delta-rs cannot resolve itself (two writers replacing the same tenant) are
+# retried this many times; writers of disjoint tenants never get here.
+CONFLICT_RETRIES = 5
+DEFAULT_RETENTION_HOURS = 168  # vacuum keeps a week of history readable by time travel
 
-MANIFEST = "_manifest.json"
-SUMMARY = "_summary.json"
-
-TEMP_PREFIX = ".tmp-"
-_CAUSES = {
-    errno.ENOSPC: "no space left on device",
-    errno.EDQUOT: "disk quota exceeded",
-    errno.EROFS: "read-only file system",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "operation not permitted",
-    errno.EIO: "input/output error",
-    errno.EFBIG: "file too large",
-}
-_TEXT_CAUSES = {
-    "no space left on device": errno.ENOSPC,
-    "disk quota exceeded": errno.EDQUOT,
-    "read-only file system": errno.EROFS,
-    "permission denied": errno.EACCES,
-}
-_OS_ERROR = re.compile(r"os error (\d+)")
-_TEMP_NAME = re.compile(r"\.tmp-(\d+)-(\d+)-[0-9a-f]+")
-
-
-class StorageError(OSError):
-    """A write to the data directory failed for a reason of the storage, not of the data: no
-    space, a read-only file system, no permission, an I/O error. ``str()`` is one line naming
-    the path and the cause; ``errno`` and ``path`` are set."""
-
-    def __init__(self, path: str | os.PathLike[str], code: int | None, cause: str) -> None:
-        super().__init__(code, cause)
-        self.path = Path(path)
-        self.cause = cause
-
-    def __str__(self) -> str:
-        return f"cannot write {self.path}: {self.cause}"
+__all__ = [
+    "DEFAULT_RETENTION_HOURS",
+    "LegacyTablesError",
+    "StorageError",
+    "TableCommit",
+    "TableMaintenance",
+    "TableStore",
+    "TableVersion",
+    "forget_tables",
+    "legacy_layout",
+    "open_tables",
+    "tables_uri",
+]
 
 
-def storage_errno(exc: BaseException) -> int | None:
-    """The errno behind a write error: an OSError's, or the one a polars (Rust) I/O error
-    names in its message; None when it is not a storage error."""
-    if isinstance(exc, OSError) and exc.errno:
-        return exc.errno
-    text = str(exc)
-    if m := _OS_ERROR.search(text):
-        return int(m.group(1))
-    lower = text.lower()
-    return next((code for phrase, code in _TEXT_CAUSES.items() if phrase in lower), None)
+class LegacyTablesError(RuntimeError):
+    """The tables root holds tables of the Parquet layout before the Delta tables."""
 
 
-def as_storage_error(path: str | os.PathLike[str], exc: BaseException) -> StorageError | None:
-    """`exc` as a StorageError about `path`, or None when it is not one."""
-    if isinstance(exc, StorageError):
-        return exc
-    code = storage_errno(exc)
-    if code is None and not isinstance(exc, OSError):
-        return None
-    cause = _CAUSES.get(code or 0) or (
-        exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
-    )
-    return StorageError(path, code, cause)
-
-
-def _start_ticks(pid: int) -> int | None:
-    """When a process started (clock ticks since boot), or None when unknown or gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    try:
-        return int(stat.rsplit(")", 1)[1].split()[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+def legacy_layout(tables: Path) -> bool:
+    """Whether `tables` holds tables of a Parquet layout (an entry that is neither hidden nor
+    a Delta table)."""
+    if not tables.is_dir():
         return False
-    except PermissionError:
-        return True
-    return True
-
-
-_PROCESS_STARTED = time.time()
-_starts: dict[int, int] = {}
-_swept: dict[str, float] = {}  # directory -> when this process last swept it
-_sweep_lock = threading.Lock()
-SWEEP_INTERVAL_S = 300.0
-
-
-def _own() -> tuple[int, int]:
-    pid = os.getpid()  # looked up each time: a forked child is another owner
-    if pid not in _starts:
-        _starts[pid] = _start_ticks(pid) or 0
-    return pid, _starts[pid]
-
-
-def temp_name(suffix: str = ".parquet") -> str:
-    """A temp file name owned by this process: ``.tmp-<pid>-<start>-<random><suffix>``."""
-    pid, start = _own()
-    return f"{TEMP_PREFIX}{pid}-{start}-{os.urandom(4).hex()}{suffix}"
-
-
-def _stale(path: Path) -> bool:
-    m = _TEMP_NAME.match(path.name)
-    if m:
-        pid, start = int(m.group(1)), int(m.group(2))
-        if (pid, start) == _own():
-            return False  # this process's (another thread may be writing it)
-        if not _pid_alive(pid):
-            return True
-        now = _start_ticks(pid)
-        return now is not None and start != 0 and now != start  # the pid was reused
-    try:  # no owner in the name (older versions): stale if older than this process
-        return path.stat().st_mtime < _PROCESS_STARTED
-    except FileNotFoundError:
-        return False
-
-
-def sweep_temp_files(folder: str | os.PathLike[str], *, force: bool = False) -> int:
-    """Remove temp files of dead writers in `folder` (at most every `SWEEP_INTERVAL_S` per
-    process and directory, unless `force`); returns how many went. Never raises."""
-    key = os.path.abspath(folder)
-    now = time.monotonic()
-    with _sweep_lock:
-        last = _swept.get(key)
-        if last is not None and now - last < SWEEP_INTERVAL_S and not force:
-            return 0
-        _swept[key] = now
-    removed = 0
-    try:
-        entries = list(os.scandir(key))
-    except OSError:
-        return 0
-    for entry in entries:
-        if not entry.name.startswith(TEMP_PREFIX) or not entry.is_file(follow_symlinks=False):
+    for entry in tables.iterdir():
+        if entry.name.startswith((".", "_")):
             continue
-        path = Path(entry.path)
-        if _stale(path):
-            with contextlib.suppress(OSError):
-                path.unlink()
-                removed += 1
-    return removed
+        if entry.is_file() and entry.suffix == ".parquet":
+            return True
+        if entry.is_dir() and not (entry / "_delta_log").is_dir():
+            return True
+    return False
 
 
-def atomic_write_parquet(
-    df: pl.DataFrame,
-    target: str | os.PathLike[str],
-    *,
-    statistics: bool = True,
-    fsync: bool = False,
-    metadata: dict[str, str] | None = None,
-) -> Path:
-    """Write `df` to `target` through a temp file in the same directory and a rename; temp
-    files of dead writers there are swept first. Storage failures raise `StorageError`."""
-    target = Path(target)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise as_storage_error(target.parent, exc) or exc from exc
-    sweep_temp_files(target.parent)
-    tmp = target.parent / temp_name()
-    try:
-        df.write_parquet(tmp, statistics=statistics, metadata=metadata)
-        if fsync:
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        os.replace(tmp, target)
-    except Exception as exc:
-        error = as_storage_error(target, exc)
-        if error is None:
-            raise
-        raise error from exc
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-    return target
+_CHECKED_ROOTS: set[str] = set()
 
 
-def atomic_write_text(target: str | os.PathLike[str], text: str) -> Path:
-    """A small text file (a manifest, a summary), written like the tables: temp file + rename,
-    storage failures as `StorageError`."""
-    target = Path(target)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.parent / temp_name(".json")
-        try:
-            tmp.write_text(text)
-            os.replace(tmp, target)
-        finally:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-    except OSError as exc:
-        raise as_storage_error(target, exc) or exc from exc
-    return target
+def _refuse_legacy(root: str) -> None:
+    """Once per process and root: Parquet tables of the earlier layout are migrated first
+    (`memflow migrate`), never read as empty Delta tables nor written beside."""
+    if root in _CHECKED_ROOTS:
+        return
+    if legacy_layout(Path(root)):
+        raise LegacyTablesError(
+            f"{root} holds tables of the Parquet layout memflow used before its Delta tables: "
+            f"run `memflow migrate --data {Path(root).parent}` first"
+        )
+    _CHECKED_ROOTS.add(root)
+
+
+def forget_tables(root: str | os.PathLike[str]) -> None:
+    """Drop this process's kept snapshots of the tables under `root` (they were removed or
+    replaced on disk, as a migration or an erase does)."""
+    _SNAPSHOTS.forget_under(os.path.abspath(root) if "://" not in str(root) else str(root))
+    _CHECKED_ROOTS.discard(os.path.abspath(root))
+
+
+def open_tables(settings: Mapping[str, str]) -> TableStore:
+    """The table store of resolved settings (``MEMFLOW_DATA_DIR``, ``MEMFLOW_TABLES_URI``)."""
+    return TableStore(settings["MEMFLOW_DATA_DIR"], uri=settings.get("MEMFLOW_TABLES_URI") or None)
+
+
+def tables_uri(data_dir: str | os.PathLike[str], uri: str | None = None) -> str:
+    """Where the tables live: `uri` when set (a local path or an object-store URI), else
+    ``<data_dir>/tables`` as an absolute path."""
+    if uri:
+        return uri if "://" in uri else os.path.abspath(uri)
+    return os.path.abspath(os.path.join(os.fspath(data_dir), TABLES_DIR))
 
 
 @dataclass(frozen=True, slots=True)
-class TableWrite:
-    """What `TableStore.write_table` did: the files it wrote (names) and how many unchanged
-    day files it kept."""
+class TableCommit:
+    """What a write did: the table's version after it (None: the table does not exist),
+    whether it committed (a write that changes nothing, such as removing a tenant that has
+    no row, makes no commit), and the rows it stored per tenant."""
 
-    files: list[str]
-    kept: int
+    asset: str
+    uri: str
+    version: int | None
+    committed: bool
+    rows: dict[str, int] = field(default_factory=dict)
+    written: tuple[str, ...] = ()  # the tenants whose rows the commit replaced
 
-    @property
-    def written(self) -> int:
-        return len(self.files)
+
+@dataclass(frozen=True, slots=True)
+class TableVersion:
+    """One version of a table (a commit), newest first in `TableStore.history`."""
+
+    version: int
+    timestamp: datetime
+    operation: str
+    run_id: str | None
+    tenants: list[str] | None
+    rows_added: int | None
 
 
-class TableStore:
-    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
-        self.root = Path(data_dir) / "tables"
+@dataclass(frozen=True, slots=True)
+class TableMaintenance:
+    """What `TableStore.maintain` did to one table."""
 
-    def path(self, asset: str, scope: Scope, day: str | None = None) -> Path:
-        base = self.root / asset / scope.tenant_id
-        return base / scope.ns / f"{day}.parquet" if day else base / f"{scope.ns}.parquet"
+    table: str
+    version_before: int
+    version_after: int
+    files_compacted: int
+    files_added: int
+    files_vacuumed: int
 
-    def write(
-        self,
-        df: pl.DataFrame,
-        asset: str,
-        scope: Scope,
-        day: str | None = None,
-        token: str | None = None,
-    ) -> Path:
-        """Atomic; raises `StorageError` (path and cause) when the storage refuses it. `token`
-        goes into the file's metadata (`write_tokens` reads it back): which write made it."""
-        metadata = {WRITE_TOKEN: token} if token else None
-        return atomic_write_parquet(df, self.path(asset, scope, day), metadata=metadata)
 
-    def exists(self, asset: str, scope: Scope, day: str | None = None) -> bool:
-        return self.path(asset, scope, day).exists()
+# ------------------------------------------------------------------ the kept snapshots
 
-    def read(self, asset: str, scope: Scope, day: str | None = None) -> pl.DataFrame | None:
-        """The table, or None if it was never written."""
-        path = self.path(asset, scope, day)
-        return pl.read_parquet(path) if path.exists() else None
 
-    def days(self, asset: str, scope: Scope) -> list[str]:
-        folder = self.root / asset / scope.tenant_id / scope.ns
-        if not folder.is_dir():
-            return []
-        return sorted(p.stem for p in folder.glob("*.parquet") if not p.name.startswith("."))
+_OWNER_PID: int | None = None  # the process that first used delta-rs
 
-    def read_days(
-        self, asset: str, scope: Scope, days: Iterable[str] | None = None
-    ) -> pl.DataFrame | None:
-        """Every stored day of a per-day asset (or the given ones), concatenated; None if none."""
-        wanted = set(days) if days is not None else None
-        paths = [
-            self.path(asset, scope, d)
-            for d in self.days(asset, scope)
-            if wanted is None or d in wanted
-        ]
-        # Days written by different memflow versions may differ in columns, order or types:
-        # those are read one by one and aligned by name. Days that agree (the usual case) are
-        # one multi-file read, several times faster than a read per file.
-        schemas = {p: pl.read_parquet_schema(p) for p in paths}
-        paths = [p for p in paths if schemas[p]]
-        if not paths:
-            return None
-        first = list(schemas[paths[0]].items())
-        if all(list(schemas[p].items()) == first for p in paths):
-            return pl.scan_parquet(paths).collect()
-        frames = [pl.read_parquet(p) for p in paths]
-        return pl.concat(frames, how="diagonal_relaxed") if frames else None
 
-    def scopes(self, asset: str) -> list[Scope]:
-        """Tenants that have a table for `asset`."""
-        base = self.root / asset
-        found: set[Scope] = set()
-        if not base.is_dir():
-            return []
-        for org in base.iterdir():
-            if not org.is_dir():
-                continue
-            for entry in org.iterdir():
-                name = entry.stem if entry.suffix == ".parquet" else entry.name
-                if entry.name.startswith("."):
-                    continue
-                try:
-                    found.add(Scope(org.name, name))
-                except ValueError:
-                    continue
-        return sorted(found, key=lambda s: s.key)
-
-    # ------------------------------------------------------------------ whole tenant tables
-
-    def read_table(self, asset: str, scope: Scope) -> pl.DataFrame | None:
-        """A tenant's table, per-day or not; None if it was never written."""
-        return self.read_days(asset, scope) if asset in PER_DAY else self.read(asset, scope)
-
-    def write_tokens(self, asset: str, scope: Scope) -> dict[str, str | None]:
-        """The files of a tenant's table as they stand, each with the token of the write that
-        made it (None for a file written without one): read from the footers alone."""
-        out: dict[str, str | None] = {}
-        for path in self.files(asset, scope):
-            try:
-                out[path.name] = pl.read_parquet_metadata(path).get(WRITE_TOKEN)
-            except (FileNotFoundError, pl.exceptions.PolarsError):
-                out[path.name] = None
-        return out
-
-    @staticmethod
-    def as_read(df: pl.DataFrame, asset: str) -> pl.DataFrame | None:
-        """What `read_table` returns right after `write_table(df)` of a conformed frame: per-day
-        tables come back in day order (None when there is no row), the others as written."""
-        if asset not in PER_DAY:
-            return df
-        if not df.height:
-            return None
-        if df["day"].null_count():
-            raise ValueError(f"{asset}: rows without a day")
-        if df["day"].is_sorted():  # already in day order (the common case): as it is
-            return df
-        parts = df.partition_by("day", as_dict=True, maintain_order=True)
-        return pl.concat([parts[k] for k in sorted(parts)])
-
-    def files(self, asset: str, scope: Scope) -> list[Path]:
-        """The Parquet files of a tenant's table (none if never written)."""
-        if asset in PER_DAY:
-            return [self.path(asset, scope, d) for d in self.days(asset, scope)]
-        path = self.path(asset, scope)
-        return [path] if path.exists() else []
-
-    def count_rows(self, asset: str, scope: Scope, where: pl.Expr | None = None) -> int:
-        """Rows of a tenant's table (0 if never written): from the Parquet footers alone, or
-        the rows matching `where` (reading only the columns it names)."""
-        paths = self.files(asset, scope)
-        if not paths:
-            return 0
-        frame = pl.scan_parquet(paths, missing_columns="insert", extra_columns="ignore")
-        if where is not None:
-            frame = frame.filter(where)
-        try:  # one scan over every day file, reading footers (or only `where`'s columns) ...
-            return int(frame.select(pl.len()).collect().item())
-        except pl.exceptions.PolarsError:
-            pass  # ... unless days written by different versions disagree on a type
-        df = self.read_table(asset, scope)
-        if df is None:
-            return 0
-        return df.height if where is None else df.filter(where).height
-
-    def write_table(
-        self, df: pl.DataFrame, asset: str, scope: Scope, token: str | None = None
-    ) -> TableWrite:
-        """Store a tenant's whole table. Per-day tables: write the days whose content changed,
-        delete the days that have no row any more. Every file written carries `token` (see
-        `write`)."""
-        if asset not in PER_DAY:
-            path = self.write(df, asset, scope, token=token)
-            return TableWrite([path.name], 0)
-        folder = self.root / asset / scope.tenant_id / scope.ns
-        manifest = self._manifest(folder)
-        new: dict[str, str] = {}
-        written: list[str] = []
-        kept = 0
-        by_day = df.partition_by("day", as_dict=True, maintain_order=True) if df.height else {}
-        for (day,), part in by_day.items():
-            digest = _digest(part)
-            new[day] = digest
-            if manifest.get(day) == digest and self.exists(asset, scope, day):
-                kept += 1
-                continue
-            written.append(self.write(part, asset, scope, day, token=token).name)
-        for day in set(self.days(asset, scope)) - set(new):
-            self.path(asset, scope, day).unlink(missing_ok=True)
-        self._write_manifest(folder, new)
-        return TableWrite(written, kept)
-
-    def _manifest(self, folder: Path) -> dict[str, str]:
-        try:
-            return json.loads((folder / MANIFEST).read_text())
-        except (FileNotFoundError, ValueError):
-            return {}
-
-    def _write_manifest(self, folder: Path, manifest: dict[str, str]) -> None:
-        atomic_write_text(folder / MANIFEST, json.dumps(dict(sorted(manifest.items()))))
-
-    def delete_tenant(self, scope: Scope, *, apply: bool = True) -> dict[str, int]:
-        """Every row of the tenant, table by table (`memflow erase`): the rows each table holds
-        for it, removed when `apply` (its files, its summary entries, and the zone tables' rows
-        naming a path under its landing directory). Other tenants' files are not touched."""
-        removed: dict[str, int] = {}
-        for asset in TABLES:
-            rows = self.count_rows(asset, scope)
-            folder = self.root / asset / scope.tenant_id / scope.ns
-            if rows or self.files(asset, scope) or folder.exists():
-                removed[asset] = rows
-            if not apply:
-                continue
-            for path in self.files(asset, scope):
-                path.unlink(missing_ok=True)
-            if folder.is_dir():
-                for leftover in sorted(folder.iterdir()):  # manifests, temp files
-                    leftover.unlink(missing_ok=True)
-                folder.rmdir()
-            _remove_if_empty(self.root / asset / scope.tenant_id)
-        folders = (
-            sorted(p.name for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else []
+def _refuse_forked() -> None:
+    """delta-rs's runtime panics in a forked child of a process that used it, and polars'
+    thread pool can hang there: say so before either is touched (start such processes with
+    spawn)."""
+    if _OWNER_PID is not None and os.getpid() != _OWNER_PID:
+        raise RuntimeError(
+            "the Delta tables cannot be used in a process forked from one that used them "
+            "(delta-rs's runtime does not survive fork): start it with the 'spawn' method"
         )
-        for asset in folders:
-            summary = self.summaries(asset)
-            if scope.key not in summary:
-                continue
-            removed.setdefault(f"{asset} summary", 0)
-            removed[f"{asset} summary"] += 1
-            if apply:
-                with open(self.root / asset / ".summary.lock", "w") as lock:
-                    fcntl.flock(lock, fcntl.LOCK_EX)
-                    summary = self.summaries(asset)
-                    summary.pop(scope.key, None)
-                    atomic_write_text(
-                        self.root / asset / SUMMARY, json.dumps(dict(sorted(summary.items())))
-                    )
-        prefix = f"{scope.tenant_id}/{scope.ns}/"
-        for path in sorted(self.root.glob("*.parquet")) if self.root.is_dir() else []:
-            zone = pl.read_parquet(path)
-            if "path" not in zone.columns:
-                continue
-            named = zone["path"].str.starts_with(prefix) | (zone["path"] == prefix[:-1])
-            if not named.any():
-                continue
-            removed[path.stem] = int(named.sum())
-            if apply:
-                atomic_write_parquet(zone.filter(~named), path)
-        return removed
 
-    # ------------------------------------------------------------------- zone-wide tables
 
-    def zone_path(self, asset: str) -> Path:
-        """A table of the landing zone as a whole (no tenant): `tables/<asset>.parquet`."""
-        return self.root / f"{asset}.parquet"
+def _check_not_forked() -> None:
+    """`_refuse_forked`, and this process is the one that uses delta-rs from now on."""
+    global _OWNER_PID
+    _refuse_forked()
+    _OWNER_PID = os.getpid()
 
-    def write_zone(self, df: pl.DataFrame, asset: str) -> Path:
-        return atomic_write_parquet(df, self.zone_path(asset))
 
-    def read_zone(self, asset: str) -> pl.DataFrame | None:
-        path = self.zone_path(asset)
-        return pl.read_parquet(path) if path.exists() else None
+@dataclass
+class _Snapshot:
+    """A table's log as this process last read it, and its data files by tenant."""
 
-    # --------------------------------------------------------------- per-tenant summaries
+    table: DeltaTable
+    version: int
+    files: pl.DataFrame  # tenant_id, ns, path (absolute URI), rows
+    plain: bool  # readable file by file (no deletion vectors or column mapping)
 
-    def record_summary(self, asset: str, scope: Scope, values: dict[str, int]) -> None:
-        """Remember a small summary of a tenant's table (counts a check reads for every tenant
-        without opening every table). One JSON file per asset, updated under a lock."""
-        folder = self.root / asset
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / ".summary.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            summary = self.summaries(asset)
-            summary[scope.key] = values
-            atomic_write_text(folder / SUMMARY, json.dumps(dict(sorted(summary.items()))))
 
-    def summaries(self, asset: str) -> dict[str, dict[str, int]]:
-        """Every tenant's recorded summary of `asset` (tenant key -> values)."""
+_SUMMARY_COLUMNS = {"tenant_id": pl.String, "ns": pl.String, "summary": pl.String}
+_FILE_COLUMNS = {"tenant_id": pl.String, "ns": pl.String, "path": pl.String, "rows": pl.Int64}
+
+
+def _index(table: DeltaTable, uri: str) -> pl.DataFrame:
+    adds = pl.DataFrame(table.get_add_actions(flatten=True))
+    if adds.is_empty():
+        return pl.DataFrame(schema=_FILE_COLUMNS)
+    base = uri.rstrip("/")
+    paths = [
+        unquote(p) if "://" in p or p.startswith("/") else f"{base}/{unquote(p)}"
+        for p in adds["path"].to_list()
+    ]
+    cols = {
+        c: adds[f"partition.{c}"] if f"partition.{c}" in adds.columns else None
+        for c in PARTITION_BY
+    }
+    return pl.DataFrame(
+        {
+            "tenant_id": cols["tenant_id"],
+            "ns": cols["ns"],
+            "path": paths,
+            "rows": adds["num_records"],
+        },
+        schema=_FILE_COLUMNS,
+    )
+
+
+def _plain(table: DeltaTable) -> bool:
+    features = set(table.protocol().reader_features or [])
+    return not features & {"deletionVectors", "columnMapping"}
+
+
+class _Snapshots:
+    """One kept `DeltaTable` per table URI in this process, brought up to date before each
+    use (listing the log: ~1 ms locally), its file index rebuilt only when the version
+    moved."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, str], _Snapshot] = {}
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def lock(self, uri: str, options: Mapping[str, str]) -> threading.Lock:
+        key = (uri, json.dumps(sorted(options.items())))
+        with self._lock:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def get(self, uri: str, options: Mapping[str, str]) -> _Snapshot | None:
+        """The table as it stands, or None when it does not exist. Call under `lock`."""
+        _check_not_forked()
+        key = (uri, json.dumps(sorted(options.items())))
+        kept = self._kept.get(key)
         try:
-            return json.loads((self.root / asset / SUMMARY).read_text())
-        except (FileNotFoundError, ValueError):
-            return {}
+            if kept is not None:
+                try:
+                    kept.table.update_incremental()
+                except (DeltaError, OSError):  # the table was removed or made anew meanwhile
+                    self._kept.pop(key, None)
+                    kept = None
+            table = (
+                kept.table
+                if kept is not None
+                else DeltaTable(uri, storage_options=dict(options) or None)
+            )
+        except TableNotFoundError:
+            self._kept.pop(key, None)
+            return None
+        version = table.version()
+        if kept is None or kept.version != version:
+            kept = _Snapshot(table, version, _index(table, uri), _plain(table))
+            self._kept[key] = kept
+        return kept
+
+    def forget(self, uri: str, options: Mapping[str, str]) -> None:
+        self._kept.pop((uri, json.dumps(sorted(options.items()))), None)
+
+    def forget_under(self, root: str) -> None:
+        """Every kept table under `root` (its tables were removed or replaced)."""
+        prefix = root.rstrip("/") + "/"
+        for key in [k for k in self._kept if k[0].startswith(prefix)]:
+            self._kept.pop(key, None)
+
+
+_SNAPSHOTS = _Snapshots()
+
+
+class _Digests:
+    """Content digests of tenants' tables as this process last read or wrote them, keyed by
+    the data files they came from (Delta files are never edited in place, so the same files
+    mean the same content). A write compares against them to leave unchanged tenants alone:
+    a re-run commits nothing and the version stays."""
+
+    def __init__(self, size: int = 50_000) -> None:
+        self._kept: OrderedDict[tuple[str, str], tuple[tuple[str, ...], str]] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, uri: str, scope: Scope, files: tuple[str, ...]) -> str | None:
+        with self._lock:
+            kept = self._kept.get((uri, scope.key))
+        return kept[1] if kept is not None and kept[0] == files else None
+
+    def put(self, uri: str, scope: Scope, files: tuple[str, ...], digest: str) -> None:
+        with self._lock:
+            self._kept[(uri, scope.key)] = (files, digest)
+            self._kept.move_to_end((uri, scope.key))
+            while len(self._kept) > self._size:
+                self._kept.popitem(last=False)
+
+
+_DIGESTS = _Digests()
 
 
 def _digest(df: pl.DataFrame) -> str:
-    """A content hash of a day's rows. Sums of row hashes: it does not see the rows' order, so
-    a day whose rows only changed order is kept as it was (the writers sort deterministically;
-    `pipelines.io` hands off only tables written whole)."""
+    """A content hash of a tenant's rows, blind to their order (the writers sort
+    deterministically, and a reordering is no change worth a commit)."""
+    if df.is_empty():
+        return f"0::{','.join(df.columns)}"
     first = df.hash_rows(seed=0).sum()
     second = df.hash_rows(seed=7).sum()
     return f"{df.height}:{first}:{second}:{','.join(df.columns)}"
 
 
-def _remove_if_empty(folder: Path) -> None:
-    with contextlib.suppress(OSError):  # not empty, or gone: nothing to do
-        folder.rmdir()
+def _sql(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _tenants_predicate(scopes: Iterable[Scope]) -> str:
+    return " OR ".join(f"(tenant_id = {_sql(s.tenant_id)} AND ns = {_sql(s.ns)})" for s in scopes)
+
+
+def _as_scope(key: Scope | str) -> Scope:
+    return key if isinstance(key, Scope) else Scope.parse(key)
+
+
+# ------------------------------------------------------------------------- the store
+
+
+class TableStore:
+    """memflow's tables: per-tenant reads and writes of one Delta table per asset (see the
+    module). `data_dir` is the data directory; `uri` (``MEMFLOW_TABLES_URI``) puts the
+    tables elsewhere, `storage_options` are delta-rs's and polars' object-store options
+    (credentials otherwise come from the usual ``AWS_*`` environment)."""
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str] = ".memflow",
+        *,
+        uri: str | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> None:
+        _refuse_forked()
+        self.root = tables_uri(data_dir, uri).rstrip("/")
+        self.storage_options: dict[str, str] = dict(storage_options or {})
+        self.local = "://" not in self.root or self.root.startswith("file://")
+
+    # ---------------------------------------------------------------------- locations
+
+    def uri(self, asset: str) -> str:
+        """The URI of `asset`'s Delta table (what polars, DuckDB or Spark open)."""
+        return f"{self.root}/{asset}"
+
+    def _summary_uri(self, asset: str) -> str:
+        return f"{self.root}/{SUMMARIES_DIR}/{asset}"
+
+    def _snapshot(self, uri: str) -> _Snapshot | None:
+        if self.local:
+            _refuse_legacy(self.root)
+        with _SNAPSHOTS.lock(uri, self.storage_options):
+            return _SNAPSHOTS.get(uri, self.storage_options)
+
+    def version(self, asset: str) -> int | None:
+        """The table's current version (None: never written). Changes only when a write
+        commits."""
+        snap = self._snapshot(self.uri(asset))
+        return None if snap is None else snap.version
+
+    def exists(self, asset: str) -> bool:
+        return self._snapshot(self.uri(asset)) is not None
+
+    # --------------------------------------------------------------------------- reads
+
+    def read(
+        self,
+        asset: str,
+        scope: Scope,
+        *,
+        version: int | None = None,
+        as_of: datetime | None = None,
+    ) -> pl.DataFrame | None:
+        """A tenant's table (None when it has no row), as it stands or as it was at
+        `version` / at the time `as_of` (time travel)."""
+        return self.read_many(asset, [scope], version=version, as_of=as_of).get(scope)
+
+    read_table = read  # the name the assets and the status use
+
+    def read_many(
+        self,
+        asset: str,
+        scopes: Iterable[Scope],
+        *,
+        version: int | None = None,
+        as_of: datetime | None = None,
+        columns: list[str] | None = None,
+    ) -> dict[Scope, pl.DataFrame]:
+        """Several tenants' tables from one snapshot (tenants without a row are left out);
+        only `columns` when given (a column a file lacks comes back null)."""
+        _refuse_forked()
+        wanted = list(scopes)
+        snap_uri = self.uri(asset)
+        snap = self._at(snap_uri, version, as_of)
+        if snap is None or not wanted:
+            return {}
+        keys = pl.DataFrame(
+            [(s.tenant_id, s.ns) for s in wanted], schema=["tenant_id", "ns"], orient="row"
+        )
+        hits = snap.files.join(keys, on=["tenant_id", "ns"])
+        if hits.is_empty():
+            return {}
+        by_scope: dict[Scope, list[str]] = {}
+        for org, repo, path in hits.select("tenant_id", "ns", "path").iter_rows():
+            by_scope.setdefault(Scope(org, repo), []).append(path)
+        out: dict[Scope, pl.DataFrame] = {}
+        for scope in wanted:
+            paths = by_scope.get(scope)
+            if not paths:
+                continue
+            try:
+                df = self._read_files(snap, asset, scope, paths, columns)
+            except LookupError:
+                if version is not None or as_of is not None:
+                    raise
+                # files gone under the kept snapshot: the table was replaced; read it anew
+                _SNAPSHOTS.forget(snap_uri, self.storage_options)
+                return self.read_many(asset, wanted, version=version, as_of=as_of, columns=columns)
+            if df.height:
+                out[scope] = self._shape(df, asset, columns)
+                if columns is None and version is None and as_of is None:
+                    _DIGESTS.put(snap_uri, scope, tuple(sorted(paths)), _digest(out[scope]))
+        return out
+
+    def _at(self, uri: str, version: int | None, as_of: datetime | None) -> _Snapshot | None:
+        if version is None and as_of is None:
+            return self._snapshot(uri)
+        _check_not_forked()
+        try:
+            table = DeltaTable(uri, storage_options=self.storage_options or None)
+        except TableNotFoundError:
+            return None
+        try:
+            if version is None:
+                assert as_of is not None
+                version = self._version_at(table, as_of)
+            table.load_as_version(version)
+        except (DeltaError, ValueError, OSError) as exc:
+            raise LookupError(f"{uri} has no version {version or as_of}: {exc}") from exc
+        return _Snapshot(table, table.version(), _index(table, uri), _plain(table))
+
+    @staticmethod
+    def _version_at(table: DeltaTable, as_of: datetime) -> int:
+        """The last version committed at or before `as_of`, by the commits' own timestamps
+        (an object store's modification times have a coarser grain)."""
+        when = as_of if as_of.tzinfo else as_of.replace(tzinfo=UTC)
+        millis = when.timestamp() * 1000
+        for entry in table.history():  # newest first
+            if entry["timestamp"] <= millis:
+                return int(entry["version"])
+        raise ValueError(f"no version was committed at or before {when.isoformat()}")
+
+    def _read_files(
+        self,
+        snap: _Snapshot,
+        asset: str,
+        scope: Scope,
+        paths: list[str],
+        columns: list[str] | None = None,
+    ) -> pl.DataFrame:
+        if not snap.plain:  # features the file-by-file read does not apply: delta-rs reads
+            return pl.from_arrow(
+                snap.table.to_pyarrow_table(
+                    filters=[("tenant_id", "=", scope.tenant_id), ("ns", "=", scope.ns)]
+                )
+            )  # type: ignore[return-value]
+        options = self.storage_options or None
+        wanted = None if columns is None else [c for c in columns if c not in PARTITION_BY]
+        try:
+            frames = [_read_parquet(p, wanted, options) for p in paths]
+        except FileNotFoundError as exc:
+            raise LookupError(
+                f"{self.uri(asset)} version {snap.version}: a data file is gone (vacuumed: "
+                f"history older than the vacuum retention cannot be read): {exc}"
+            ) from exc
+        df = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
+        return df.with_columns(
+            pl.lit(scope.tenant_id, pl.String).alias("tenant_id"),
+            pl.lit(scope.ns, pl.String).alias("ns"),
+        )
+
+    @staticmethod
+    def as_read(df: pl.DataFrame, asset: str) -> pl.DataFrame:
+        """What reading `df` back after writing it returns (the asset's layout; per-day
+        tables in day order)."""
+        return TableStore._shape(df, asset)
+
+    @staticmethod
+    def _shape(df: pl.DataFrame, asset: str, columns: list[str] | None = None) -> pl.DataFrame:
+        """Stored rows in the asset's layout (its `columns` only, when given); per-day
+        tables in day order."""
+        layout = TABLES.get(asset)
+        if layout is not None:
+            if columns is not None:
+                layout = {c: layout[c] for c in columns if c in layout}
+            df = conform(df, layout)
+        if asset in PER_DAY and "day" in df.columns and not df["day"].is_sorted():
+            df = df.sort("day", maintain_order=True, nulls_last=True)
+        return df
+
+    def files_by_scope(
+        self, asset: str, scopes: Iterable[Scope], *, version: int | None = None
+    ) -> dict[Scope, tuple[str, ...]]:
+        """The data files of each tenant at `version` (now when None), sorted: they change
+        exactly when the tenant's rows are rewritten (files are never edited in place)."""
+        uri = self.uri(asset)
+        snap = self._snapshot(uri)
+        if snap is not None and version is not None and snap.version != version:
+            snap = self._at(uri, version, None)
+        if snap is None:
+            return {}
+        wanted = {(s.tenant_id, s.ns): s for s in scopes}
+        out: dict[Scope, list[str]] = {}
+        for org, repo, path in snap.files.select("tenant_id", "ns", "path").iter_rows():
+            scope = wanted.get((org, repo))
+            if scope is not None:
+                out.setdefault(scope, []).append(path)
+        return {s: tuple(sorted(p)) for s, p in out.items()}
+
+    def total_rows(self, asset: str) -> int:
+        """Rows of the whole table (every tenant), from the log alone."""
+        snap = self._snapshot(self.uri(asset))
+        return 0 if snap is None or snap.files.is_empty() else int(snap.files["rows"].sum())
+
+    def scopes(self, asset: str) -> list[Scope]:
+        """Tenants that have rows in `asset`'s table."""
+        snap = self._snapshot(self.uri(asset))
+        if snap is None or snap.files.is_empty():
+            return []
+        pairs = snap.files.select("tenant_id", "ns").unique().drop_nulls().iter_rows()
+        found = []
+        for org, repo in pairs:
+            try:
+                found.append(Scope(org, repo))
+            except ValueError:
+                continue
+        return sorted(found, key=lambda s: s.key)
+
+    def count_rows(self, asset: str, scope: Scope, where: pl.Expr | None = None) -> int:
+        """Rows of a tenant's table (0 when none): from the log alone, or the rows matching
+        `where` (reading only the columns it names)."""
+        snap = self._snapshot(self.uri(asset))
+        if snap is None:
+            return 0
+        mine = snap.files.filter(
+            (pl.col("tenant_id") == scope.tenant_id) & (pl.col("ns") == scope.ns)
+        )
+        if mine.is_empty():
+            return 0
+        if where is None and snap.plain:
+            return int(mine["rows"].sum())
+        df = self.read(asset, scope)
+        if df is None:
+            return 0
+        return df.height if where is None else df.filter(where).height
+
+    def rows_per_tenant(
+        self, asset: str, scopes: Iterable[Scope], where: pl.Expr | None = None
+    ) -> dict[Scope, int]:
+        """Each tenant's rows (matching `where`): from the log alone without `where`, else
+        reading only the columns `where` names."""
+        wanted = list(scopes)
+        out = dict.fromkeys(wanted, 0)
+        if where is None:
+            snap = self._snapshot(self.uri(asset))
+            if snap is None or snap.files.is_empty():
+                return out
+            if snap.plain:
+                counts = snap.files.group_by("tenant_id", "ns").agg(pl.col("rows").sum())
+                by_pair = {(o, r): n for o, r, n in counts.iter_rows()}
+                return {s: int(by_pair.get((s.tenant_id, s.ns), 0)) for s in wanted}
+        names = where.meta.root_names() if where is not None else ["tenant_id"]
+        for scope, df in self.read_many(asset, wanted, columns=names).items():
+            out[scope] = df.height if where is None else df.filter(where).height
+        return out
+
+    def days(self, asset: str, scope: Scope) -> list[str]:
+        """The days a per-day table holds for a tenant."""
+        df = self.read(asset, scope)
+        if df is None or "day" not in df.columns:
+            return []
+        return sorted(d for d in df["day"].unique().to_list() if d is not None)
+
+    def read_days(
+        self, asset: str, scope: Scope, days: Iterable[str] | None = None
+    ) -> pl.DataFrame | None:
+        """A per-day table's rows of the given days (every day when None); None if none."""
+        df = self.read(asset, scope)
+        if df is None or days is None:
+            return df
+        out = df.filter(pl.col("day").is_in(list(days)))
+        return out if out.height else None
+
+    def history(self, asset: str, limit: int | None = None) -> list[TableVersion]:
+        """The table's versions, newest first: when, which operation, which run, which
+        tenants."""
+        snap = self._snapshot(self.uri(asset))
+        if snap is None:
+            return []
+        with _SNAPSHOTS.lock(self.uri(asset), self.storage_options):
+            entries = snap.table.history(limit)
+        out = []
+        for e in entries:
+            tenants = e.get(TENANTS_KEY)
+            metrics = e.get("operationMetrics") or {}
+            out.append(
+                TableVersion(
+                    version=int(e["version"]),
+                    timestamp=datetime.fromtimestamp(e["timestamp"] / 1000, UTC),
+                    operation=str(e.get("operation", "")),
+                    run_id=e.get(RUN_ID_KEY) or None,
+                    tenants=json.loads(tenants) if isinstance(tenants, str) else None,
+                    rows_added=metrics.get("num_added_rows"),
+                )
+            )
+        return out
+
+    # -------------------------------------------------------------------------- writes
+
+    def write_table(
+        self, df: pl.DataFrame, asset: str, scope: Scope, *, run_id: str | None = None
+    ) -> TableCommit:
+        """Replace one tenant's table with `df` (see `write_tenants`)."""
+        return self.write_tenants(asset, {scope: df}, run_id=run_id)
+
+    write = write_table
+
+    def write_tenants(
+        self,
+        asset: str,
+        frames: Mapping[Scope, pl.DataFrame] | Mapping[str, pl.DataFrame],
+        *,
+        run_id: str | None = None,
+    ) -> TableCommit:
+        """Replace these tenants' tables in one commit (an empty frame removes the tenant's
+        rows); every other tenant is left as it is. Frames are conformed to the asset's
+        layout; a row of another scope than its key is refused (ValueError). Storage
+        failures raise `StorageError`, naming the table and the cause."""
+        _refuse_forked()
+        items = [(_as_scope(k), df) for k, df in frames.items()]
+        layout = TABLES.get(asset)
+        parts: list[pl.DataFrame] = []
+        rows: dict[str, int] = {}
+        for scope, df in items:
+            if not isinstance(df, pl.DataFrame):
+                raise TypeError(f"{asset}: {scope.key} must be a polars DataFrame")
+            if layout is not None:
+                df = conform(df, layout)
+            _check_scope(asset, scope, df)
+            parts.append(df)
+            rows[scope.key] = df.height
+        uri = self.uri(asset)
+        changed = self._changed(asset, [s for s, _ in items], parts)
+        if not changed:
+            return TableCommit(asset, uri, self.version(asset), False, rows)
+        scopes = [items[i][0] for i in changed]
+        kept = [parts[i] for i in changed]
+        data = pl.concat(kept, how="vertical_relaxed") if len(kept) > 1 else kept[0]
+        metadata = {
+            RUN_ID_KEY: run_id or "",
+            TENANTS_KEY: json.dumps(sorted(s.key for s in scopes)),
+        }
+        version, committed = self._replace(uri, data, scopes, metadata, partitioned=True)
+        if committed and version is not None:
+            files = self.files_by_scope(asset, scopes, version=version)
+            for scope, df in zip(scopes, kept, strict=True):
+                _DIGESTS.put(uri, scope, files.get(scope, ()), _digest(df))
+        return TableCommit(asset, uri, version, committed, rows, tuple(s.key for s in scopes))
+
+    def _changed(self, asset: str, scopes: list[Scope], frames: list[pl.DataFrame]) -> list[int]:
+        """Indexes of the tenants whose new rows differ from what is stored: a tenant with as
+        many rows stored is compared by content (digests kept from earlier reads and writes,
+        else a read), any other is changed."""
+        uri = self.uri(asset)
+        snap = self._snapshot(uri)
+        if snap is None or not snap.plain:
+            return [i for i, df in enumerate(frames) if snap is not None or df.height]
+        counts = self.rows_per_tenant(asset, scopes)
+        files = self.files_by_scope(asset, scopes)
+        out = []
+        for i, (scope, df) in enumerate(zip(scopes, frames, strict=True)):
+            if counts.get(scope, 0) != df.height:
+                out.append(i)
+                continue
+            if not df.height:
+                continue  # nothing stored, nothing to store
+            stored = _DIGESTS.get(uri, scope, files.get(scope, ()))
+            if stored is None:
+                current = self.read(asset, scope)
+                stored = _digest(current) if current is not None else ""
+            if stored != _digest(df):
+                out.append(i)
+        return out
+
+    def _replace(
+        self,
+        uri: str,
+        data: pl.DataFrame,
+        scopes: list[Scope] | None,
+        metadata: dict[str, str],
+        *,
+        partitioned: bool,
+    ) -> tuple[int | None, bool]:
+        """Commit `data` in place of the rows of `scopes` (all rows when None): (the
+        table's version after it, whether a commit was made). Nothing to do (no rows to
+        store, none stored) makes no commit."""
+        arrow = data.to_arrow()
+        lock = _SNAPSHOTS.lock(uri, self.storage_options)
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                with lock:
+                    snap = _SNAPSHOTS.get(uri, self.storage_options)
+                    if snap is None:
+                        if data.is_empty() and scopes is not None:
+                            return None, False
+                        self._create(uri, arrow.schema, partitioned)
+                        snap = _SNAPSHOTS.get(uri, self.storage_options)
+                        assert snap is not None
+                    if (
+                        data.is_empty()
+                        and scopes is not None
+                        and not self._holds(snap, scopes, partitioned)
+                    ):
+                        return snap.version, False  # nothing stored or to store
+                    metadata = {**metadata, WRITE_KEY: uuid.uuid4().hex}
+                    write_deltalake(
+                        snap.table,
+                        arrow,
+                        mode="overwrite",
+                        predicate=_tenants_predicate(scopes) if scopes is not None else None,
+                        schema_mode="merge" if scopes is not None else "overwrite",
+                        storage_options=self.storage_options or None,
+                        commit_properties=CommitProperties(custom_metadata=metadata),
+                    )
+                    version = snap.table.version()
+                    _SNAPSHOTS.get(uri, self.storage_options)  # re-index at the new version
+                    return version, True
+            except CommitFailedError:
+                if attempt == CONFLICT_RETRIES:
+                    raise
+                _SNAPSHOTS.forget(uri, self.storage_options)
+                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+            except (OSError, DeltaError) as exc:
+                error = as_storage_error(uri, exc) if _is_storage(exc) else None
+                if error is None:
+                    raise
+                raise error from exc
+        raise AssertionError("unreachable")
+
+    def _create(self, uri: str, schema: Any, partitioned: bool) -> None:
+        if self.local:
+            _refuse_legacy(self.root)
+            try:
+                Path(uri).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise as_storage_error(uri, exc) or exc from exc
+        # created at the same moment by another writer: use theirs
+        with contextlib.suppress(CommitFailedError):
+            DeltaTable.create(
+                uri,
+                schema=schema,
+                partition_by=list(PARTITION_BY) if partitioned else None,
+                mode="ignore",
+                storage_options=self.storage_options or None,
+            )
+
+    @staticmethod
+    def _holds(snap: _Snapshot, scopes: list[Scope], partitioned: bool) -> bool:
+        """Whether the table may hold rows of `scopes` (known exactly when partitioned)."""
+        if not partitioned:
+            return not snap.files.is_empty()
+        keys = pl.DataFrame(
+            [(s.tenant_id, s.ns) for s in scopes], schema=["tenant_id", "ns"], orient="row"
+        )
+        return not snap.files.join(keys, on=["tenant_id", "ns"]).is_empty()
+
+    def delete_tenant(
+        self,
+        scope: Scope,
+        *,
+        purge: bool = True,
+        tables: Iterable[str] = (),
+        apply: bool = True,
+    ) -> dict[str, int]:
+        """Remove a tenant's rows from every table and summary ({table: rows removed}), and
+        from `tables` (names of other modules' tables; found by themselves on local disk);
+        with `purge`, also the data files older versions still name (its history). The zone
+        tables lose the rows naming a path under the tenant's landing folder. Without `apply`,
+        only counts what would go (`memflow erase` without `--yes`)."""
+        removed: dict[str, int] = {}
+        metadata = {TENANTS_KEY: json.dumps([scope.key])}
+        known = self._known_tables(tables)
+        for name, uri in known:
+            if name in ZONE_TABLES:
+                n = self._delete_zone_rows(name, scope, apply)
+                if n:
+                    removed[name] = n
+                continue
+            partitioned = not name.startswith(SUMMARIES_DIR)
+            if partitioned:
+                snap = self._snapshot(uri)
+                mine = (
+                    snap.files.filter(
+                        (pl.col("tenant_id") == scope.tenant_id) & (pl.col("ns") == scope.ns)
+                    )
+                    if snap is not None
+                    else None
+                )
+                n = 0 if mine is None else int(mine["rows"].sum())
+            else:
+                df = self._read_all(uri)
+                own = (pl.col("tenant_id") == scope.tenant_id) & (pl.col("ns") == scope.ns)
+                n = 0 if df is None or "tenant_id" not in df.columns else df.filter(own).height
+            if not n:
+                continue
+            if apply:
+                self._delete(uri, scope, metadata)
+            removed[name] = n
+        if purge and apply:
+            self._purge(scope, [(n, u) for n, u in known if n not in ZONE_TABLES])
+        return removed
+
+    def _delete_zone_rows(self, asset: str, scope: Scope, apply: bool) -> int:
+        zone = self.read_zone(asset)
+        if zone is None or "path" not in zone.columns:
+            return 0
+        prefix = f"{scope.tenant_id}/{scope.ns}"
+        named = (zone["path"] == prefix) | zone["path"].str.starts_with(prefix + "/")
+        n = int(named.sum())
+        if n and apply:
+            self.write_zone(zone.filter(~named), asset)
+        return n
+
+    def _delete(self, uri: str, scope: Scope, metadata: dict[str, str]) -> None:
+        """Delta's DELETE of a tenant's rows (a partition's files go whole; a table without
+        partitions has the files holding them rewritten), conflicts retried."""
+        lock = _SNAPSHOTS.lock(uri, self.storage_options)
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                with lock:
+                    snap = _SNAPSHOTS.get(uri, self.storage_options)
+                    if snap is None:
+                        return
+                    snap.table.delete(
+                        _tenants_predicate([scope]),
+                        commit_properties=CommitProperties(custom_metadata=metadata),
+                    )
+                    _SNAPSHOTS.get(uri, self.storage_options)
+                    return
+            except CommitFailedError:
+                if attempt == CONFLICT_RETRIES:
+                    raise
+                _SNAPSHOTS.forget(uri, self.storage_options)
+                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+
+    def _purge(self, scope: Scope, known: list[tuple[str, str]]) -> None:
+        """The tenant's files that older versions still name: its partition folders (local
+        disk), or every file no current version names (object storage, and the tables
+        without partitions)."""
+        for name, uri in known:
+            partitioned = not name.startswith(SUMMARIES_DIR)
+            if partitioned and self.local:
+                folder = Path(uri) / f"tenant_id={scope.tenant_id}" / f"ns={scope.ns}"
+                if folder.is_dir():
+                    shutil.rmtree(folder)
+                continue
+            snap = self._snapshot(uri)
+            if snap is not None:
+                with _SNAPSHOTS.lock(uri, self.storage_options):
+                    snap.table.vacuum(
+                        retention_hours=0, dry_run=False, enforce_retention_duration=False
+                    )
+
+    # ---------------------------------------------------------------- zone-wide tables
+
+    def write_zone(self, df: pl.DataFrame, asset: str) -> TableCommit:
+        """A table of the landing zone as a whole (no tenant), replaced whole; the same rows
+        as stored commit nothing (a re-run makes no version)."""
+        _refuse_forked()
+        layout = _ZONE_LAYOUTS.get(asset)
+        data = conform(df, layout) if layout is not None else df
+        stored = self.read_zone(asset)
+        if stored is not None and stored.schema == data.schema and stored.equals(data):
+            return TableCommit(
+                asset, self.uri(asset), self.version(asset), False, {"": data.height}
+            )
+        version, committed = self._replace(self.uri(asset), data, None, {}, partitioned=False)
+        return TableCommit(asset, self.uri(asset), version, committed, {"": data.height})
+
+    def read_zone(self, asset: str) -> pl.DataFrame | None:
+        return self._read_all(self.uri(asset))
+
+    def _read_all(self, uri: str) -> pl.DataFrame | None:
+        snap = self._snapshot(uri)
+        if snap is None:
+            return None
+        if snap.files.is_empty():
+            with _SNAPSHOTS.lock(uri, self.storage_options):
+                schema = pl.DataFrame(snap.table.to_pyarrow_table()).schema
+            return pl.DataFrame(schema=schema)
+        paths = snap.files["path"].to_list()
+        frames = [pl.read_parquet(p, storage_options=self.storage_options or None) for p in paths]
+        return frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
+
+    # --------------------------------------------------------------- per-tenant summaries
+
+    def record_summary(self, asset: str, scope: Scope, values: dict[str, int]) -> None:
+        """Remember a small summary of a tenant's table (counts a check reads for every
+        tenant without opening every table)."""
+        self.record_summaries(asset, {scope: values})
+
+    def record_summaries(
+        self,
+        asset: str,
+        values: Mapping[Scope, Mapping[str, int]] | Mapping[str, Mapping[str, int]],
+    ) -> None:
+        """Several tenants' summaries (keyed by scope or tenant key) in one commit
+        (`_summaries/<asset>`, a small table without partitions: the commit rewrites the file
+        holding these tenants' rows)."""
+        if not values:
+            return
+        stored = self.summaries(asset)
+        values = {
+            scope: v
+            for scope, v in ((_as_scope(k), v) for k, v in values.items())
+            if stored.get(scope.key) != dict(v)
+        }
+        if not values:
+            return  # every summary as stored: a re-run commits nothing
+        rows = pl.DataFrame(
+            {
+                "tenant_id": [s.tenant_id for s in values],
+                "ns": [s.ns for s in values],
+                "summary": [json.dumps(dict(sorted(v.items()))) for v in values.values()],
+            },
+            schema=_SUMMARY_COLUMNS,
+        )
+        metadata = {TENANTS_KEY: json.dumps(sorted(s.key for s in values))}
+        self._replace(self._summary_uri(asset), rows, list(values), metadata, partitioned=False)
+
+    def summaries(self, asset: str) -> dict[str, dict[str, int]]:
+        """Every tenant's recorded summary of `asset` (tenant key -> values)."""
+        df = self._read_all(self._summary_uri(asset))
+        if df is None or df.is_empty():
+            return {}
+        return {
+            f"{org}/{repo}": json.loads(text)
+            for org, repo, text in df.select("tenant_id", "ns", "summary")
+            .sort("tenant_id", "ns")
+            .iter_rows()
+        }
+
+    # ----------------------------------------------------------------------- maintenance
+
+    def _known_tables(self, extra: Iterable[str] = ()) -> list[tuple[str, str]]:
+        """Every table of the store: the assets', the zone's and the summaries, and (on local
+        disk) any other Delta table under the root, such as one another module keeps through
+        this store (`write_tenants` takes any table name)."""
+        names = [*TABLES, *ZONE_TABLES, *(n for n in extra if n not in TABLES)]
+        if self.local and Path(self.root).is_dir():
+            names += sorted(
+                p.name
+                for p in Path(self.root).iterdir()
+                if p.name not in names and (p / "_delta_log").is_dir()
+            )
+        out = [(n, self.uri(n)) for n in names]
+        out += [(f"{SUMMARIES_DIR}/{n}", self._summary_uri(n)) for n in TABLES]
+        return out
+
+    def maintain(
+        self, *, retention_hours: int = DEFAULT_RETENTION_HOURS, tables: Iterable[str] | None = None
+    ) -> list[TableMaintenance]:
+        """Compact small files (per tenant partition), vacuum files no version younger than
+        `retention_hours` names, checkpoint the log and drop expired log entries, for every
+        table (or the named `tables`). Time travel to versions older than the retention is
+        no longer possible afterwards."""
+        wanted = set(tables) if tables is not None else None
+        out = []
+        for name, uri in self._known_tables(wanted or ()):
+            if wanted is not None and name not in wanted:
+                continue
+            snap = self._snapshot(uri)
+            if snap is None:
+                continue
+            with _SNAPSHOTS.lock(uri, self.storage_options):
+                table = snap.table
+                before = table.version()
+                metrics = table.optimize.compact()
+                vacuumed = table.vacuum(
+                    retention_hours=retention_hours,
+                    dry_run=False,
+                    enforce_retention_duration=False,
+                )
+                table.create_checkpoint()
+                table.cleanup_metadata()
+                after = table.version()
+            out.append(
+                TableMaintenance(
+                    table=name,
+                    version_before=before,
+                    version_after=after,
+                    files_compacted=int(metrics.get("numFilesRemoved", 0)),
+                    files_added=int(metrics.get("numFilesAdded", 0)),
+                    files_vacuumed=len(vacuumed),
+                )
+            )
+        return out
+
+
+def _read_parquet(
+    path: str, columns: list[str] | None, options: dict[str, str] | None
+) -> pl.DataFrame:
+    if columns is None:
+        return pl.read_parquet(path, storage_options=options)
+    present = set(pl.read_parquet_schema(path)) if "://" not in path else None
+    if present is not None:
+        keep = [c for c in columns if c in present]
+        return pl.read_parquet(path, columns=keep, storage_options=options)
+    return (
+        pl.scan_parquet(path, storage_options=options, missing_columns="insert")
+        .select([pl.col(c) for c in columns])
+        .collect()
+    )
+
+
+def _check_scope(asset: str, scope: Scope, df: pl.DataFrame) -> None:
+    """Every row carries its tenant's scope: the rows are stored under it."""
+    if not df.height:
+        return
+    if "tenant_id" not in df.columns or "ns" not in df.columns:
+        raise ValueError(f"{asset}: rows for {scope.key} lack tenant_id/ns")
+    own = (pl.col("tenant_id") == scope.tenant_id) & (pl.col("ns") == scope.ns)
+    foreign = df.height - int(df.select(own.fill_null(False).sum()).item())
+    if foreign:
+        raise ValueError(
+            f"{asset}: {foreign} of {df.height} rows for {scope.key} carry another scope "
+            "(or none); a tenant's table holds only its own rows"
+        )
+
+
+def _is_storage(exc: BaseException) -> bool:
+    from resources.fs import storage_errno
+
+    return storage_errno(exc) is not None

@@ -50,3 +50,150 @@ def test_dagster_only_where_it_belongs() -> None:
 def test_no_two_folders_import_each_other() -> None:
     arrows = {(folder, name) for folder, _, name in imports() if name in FLOORS and name != folder}
     assert not {(a, b) for a, b in arrows if (b, a) in arrows}
+
+
+# ------------------------------------------------------------- Dagster's public API only
+
+# Modules that may use Dagster internals, and which ones. location.py records CLI runs as runs
+# of the code location's jobs (no public API records a remote origin); launcher.py answers the
+# run launcher's health check with the two types Dagster exports nowhere public (its own
+# dagster-docker and dagster-k8s launchers import them from the same module).
+# event_log.py is location.py's neighbour: the local instance's event log, kept because the
+# default one makes `memflow run` cost 2.6x the CPU (BENCHMARKS.md, "The local event log").
+INTERNALS_ALLOWED: dict[str, set[str]] = {
+    "pipelines/location.py": {"*"},
+    "pipelines/event_log.py": {"*"},
+    "pipelines/launcher.py": {"dagster._core.launcher.base", "_instance"},
+}
+# Private members of Dagster objects that code has reached for (read or written).
+DAGSTER_PRIVATE = {
+    "_step_execution_context",
+    "_metadata_accumulator",
+    "_instance",
+    "_plan_data",
+    "_event_storage",
+    "_run_storage",
+    "_connect",
+    "_initdb",
+    "_event_to_row",
+    "_store_asset_event",
+    "_store_asset_event_tags",
+    "_obs",
+    "_watchers",
+    "_db_lock",
+    "_initialized_dbs",
+    "_user_events",
+    "_output_metadata",
+}
+
+
+def _internals(path: Path) -> set[str]:
+    """The Dagster internals a module uses: `dagster._...` modules it imports, and (in a
+    module that imports Dagster: only there can an object be Dagster's) private Dagster
+    members it names as an attribute or a getattr/setattr string."""
+    found: set[str] = set()
+    members: set[str] = set()
+    uses_dagster = False
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+            uses_dagster |= any(n.split(".")[0] == "dagster" for n in names)
+            found |= {n for n in names if n.startswith("dagster._")}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            uses_dagster |= node.module.split(".")[0] == "dagster"
+            if node.module.startswith("dagster._"):
+                found.add(node.module)
+        elif isinstance(node, ast.Attribute) and node.attr in DAGSTER_PRIVATE:
+            members.add(node.attr)
+        elif isinstance(node, ast.Constant) and node.value in DAGSTER_PRIVATE:
+            members.add(str(node.value))
+    return found | members if uses_dagster else found
+
+
+def test_no_dagster_internals_outside_the_fenced_modules() -> None:
+    leaks = {}
+    for folder in FLOORS:
+        for path in (ROOT / folder).rglob("*.py"):
+            rel = path.relative_to(ROOT).as_posix()
+            allowed = INTERNALS_ALLOWED.get(rel, set())
+            used = {u for u in _internals(path) if "*" not in allowed and u not in allowed}
+            if used:
+                leaks[rel] = sorted(used)
+    assert not leaks, f"Dagster internals outside the allowlist: {leaks}"
+
+
+def test_the_internals_guard_sees_what_it_guards(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import dagster\n"
+        "from dagster._core.events import DagsterEventType\n"
+        "import dagster._utils\n"
+        "step = context.op_execution_context._step_execution_context\n"
+        "acc = getattr(step, '_metadata_accumulator')\n"
+    )
+    assert _internals(sample) == {
+        "dagster._core.events",
+        "dagster._utils",
+        "_step_execution_context",
+        "_metadata_accumulator",
+    }
+
+
+# ------------------------------------------------------------- OS plumbing in one module
+
+# fcntl, /proc and os.replace live in resources/fs.py; the landing writer writes through
+# directory descriptors of its own (renameat), and the importers' landing sink is still a
+# second writer until it writes through it. The embedded vector store's segment writer
+# (helper "vectors", merged last) renames its own fsynced Arrow files: to move onto
+# resources.fs.atomic_write.
+OS_PLUMBING_ALLOWED = {
+    "resources/fs.py",
+    "memflow/landing_writer.py",
+    "memflow/landing/writer.py",
+    "memflow/importers/common.py",
+    "resources/vector/local.py",
+}
+OS_PLUMBING = {"fcntl", "/proc/", "os.replace"}
+
+
+def _plumbing(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {"fcntl" for a in node.names if a.name == "fcntl"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "fcntl":
+            found.add("fcntl")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if "/proc/" in node.value or node.value == "/proc":
+                found.add("/proc/")
+        elif isinstance(node, ast.JoinedStr):
+            text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+            if "/proc/" in text:
+                found.add("/proc/")
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr == "replace"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+        ):
+            found.add("os.replace")
+    return found
+
+
+def test_os_plumbing_has_one_home() -> None:
+    leaks = {}
+    for folder in FLOORS:
+        for path in (ROOT / folder).rglob("*.py"):
+            rel = path.relative_to(ROOT).as_posix()
+            used = _plumbing(path)
+            if used and rel not in OS_PLUMBING_ALLOWED:
+                leaks[rel] = sorted(used)
+    assert not leaks, f"fcntl, /proc or os.replace outside resources/fs.py: {leaks}"
+
+
+def test_the_plumbing_guard_sees_what_it_guards(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import fcntl\nimport os\nstat = open(f'/proc/{pid}/stat').read()\nos.replace('a', 'b')\n"
+    )
+    assert _plumbing(sample) == OS_PLUMBING

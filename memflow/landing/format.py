@@ -38,7 +38,7 @@ UPSERT_TOOL = "upsert_graph_triples"
 # A turn that takes facts out of memory: tool_input {"retract": [{"fact_id"} | {"subject",
 # "predicate", "object"} | {"entity"}], "reason"?, "by"?} (applied by the facts stage).
 RETRACT_TOOL = "retract_facts"
-MEMFLOW_TOOLS = (UPSERT_TOOL, RETRACT_TOOL)
+OWN_TOOLS = (UPSERT_TOOL, RETRACT_TOOL)
 STAGE = "landing"
 READ_ATTEMPTS = 3  # reads of a file that changes in place before it is skipped
 
@@ -79,7 +79,7 @@ def canonical_tool(name: str) -> str | None:
         return None
     last = _QUALIFIED.split(name.strip())[-1]
     snake = _SEPARATORS.sub("_", _CAMEL_STEP.sub("_", last).strip()).lower()
-    for tool in MEMFLOW_TOOLS:
+    for tool in OWN_TOOLS:
         if snake == tool or snake.endswith("_" + tool):
             return tool
     return None

@@ -29,12 +29,12 @@ import argparse
 import hashlib
 import json
 import os
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from resources.fs import atomic_write
 from resources.models.base import DEFAULT_MAX_DIMENSIONS, EMBED_BATCH, EmbeddingProvider, ModelError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -132,28 +132,25 @@ def export(folder: Path, target: Path) -> Path:
 
     ids = torch.tensor([[101, 2054, 2003, 1037, 3231, 102]])
     axes = {n: {0: "batch", 1: "tokens"} for n in (*_INPUTS, "last_hidden_state")}
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
-    try:
+
+    def write(tmp: Path) -> None:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             torch.onnx.export(
                 Hidden().eval(),
                 (ids, torch.ones_like(ids), torch.zeros_like(ids)),
-                tmp,
+                str(tmp),
                 input_names=list(_INPUTS),
                 output_names=["last_hidden_state"],
                 dynamic_axes=axes,
                 opset_version=OPSET,
                 dynamo=False,
             )
-        os.replace(tmp, target)
+
+    try:
+        atomic_write(target, write)
     except Exception as err:
         raise ModelError(f"could not export {folder} to ONNX: {err}") from err
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return target
 
 

@@ -19,7 +19,6 @@ cursor, the sink's diff) read those two columns; `vectors_of` reads the vectors 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -28,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from resources.tables import as_storage_error, atomic_write_parquet
+from resources.fs import as_storage_error, atomic_write_parquet, file_lock
 from resources.vector.declaration import MODEL_FILE, declare, model_dir_name, read_declaration
 from schemas.ids import sha256_text
 from schemas.scope import Scope
@@ -246,12 +245,8 @@ def _write_atomic(frame: pl.DataFrame, target: Path) -> None:
 
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
-    fd = os.open(folder / ".compact.lock", os.O_CREAT | os.O_RDWR, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with file_lock(folder / ".compact.lock", timeout_s=-1):
         yield
-    finally:
-        os.close(fd)
 
 
 def with_text_hash(entities: pl.DataFrame) -> pl.DataFrame:

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipelines.batches import BLOCK_TAG, batch_ranges, range_keys, run_tags, split_range
-from pipelines.launcher import process_started_at
+from resources.fs import process_started_at
 
 
 @given(

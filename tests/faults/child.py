@@ -9,7 +9,7 @@ from dagster import DagsterInstance, materialize
 
 from assets.partitions import TENANTS
 from pipelines.definitions import ALL_ASSETS
-from pipelines.io import ParquetTablesIOManager
+from pipelines.io import DeltaTablesIOManager
 from resources.configurable import (
     EmbeddingModelResource,
     ExtractionModelResource,
@@ -38,7 +38,7 @@ def main() -> int:
         else EmbeddingModelResource(provider="none")
     )
     resources = {
-        "tables": ParquetTablesIOManager(data_dir=args.data),
+        "tables": DeltaTablesIOManager(data_dir=args.data),
         "storage": Storage(landing_dir=args.landing, data_dir=args.data),
         "extraction": ExtractionModelResource(provider="none"),
         "embedding": embedding,

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from pipelines.io import ParquetTablesIOManager
+from pipelines.io import DeltaTablesIOManager
 from resources.configurable import (
     EmbeddingModelResource,
     ExtractionModelResource,
@@ -36,7 +36,7 @@ def instance():
 
 def make_resources(landing: Path, data_dir: Path, **overrides: object) -> dict:
     res = {
-        "tables": ParquetTablesIOManager(data_dir=str(data_dir)),
+        "tables": DeltaTablesIOManager(data_dir=str(data_dir)),
         "storage": Storage(landing_dir=str(landing), data_dir=str(data_dir)),
         "extraction": ExtractionModelResource(provider="none"),
         "embedding": EmbeddingModelResource(provider="none"),

@@ -12,6 +12,7 @@ from dagster import AssetKey
 
 from resources.tables import TableStore
 from schemas.scope import Scope
+from schemas.tables import TABLES
 from tests.pipeline.conftest import EVERYTHING, FACTS, INGEST, make_resources, run_assets
 from tests.pipeline.landing_fixtures import SECRET_PASSWORD, SECRET_TOKEN, save, write_jsonl
 
@@ -99,13 +100,13 @@ def test_rerun_is_idempotent_and_reads_nothing_unchanged(
     assert ingest_and_facts(instance, landing, data_dir).success
     tables = TableStore(data_dir)
     first = tables.read("validated_facts", ACME).sort("fact_id")
-    day_file = tables.path("raw_turns", ACME, "2026-11-02")
-    mtime = day_file.stat().st_mtime_ns
+    versions = {asset: tables.version(asset) for asset in TABLES}
     assert ingest_and_facts(instance, landing, data_dir).success
     assert tables.read("validated_facts", ACME).sort("fact_id").equals(first)
     meta = _latest(instance, "raw_turns", ACME.key).metadata
     assert meta["files_read"].value == 0 and meta["new_turns"].value == 0
-    assert day_file.stat().st_mtime_ns == mtime  # an unchanged day is not rewritten
+    # nothing changed, so no table got a commit: every Delta version is as it was
+    assert {asset: tables.version(asset) for asset in TABLES} == versions
 
 
 def test_a_new_file_is_read_alone_and_earlier_days_are_not_rewritten(
@@ -113,8 +114,7 @@ def test_a_new_file_is_read_alone_and_earlier_days_are_not_rewritten(
 ) -> None:
     assert ingest_and_facts(instance, landing, data_dir).success
     tables = TableStore(data_dir)
-    old = tables.path("raw_turns", ACME, "2026-11-02")
-    mtime = old.stat().st_mtime_ns
+    globex_files = tables.files_by_scope("raw_turns", [GLOBEX])
     write_jsonl(
         landing,
         "acme",
@@ -134,7 +134,8 @@ def test_a_new_file_is_read_alone_and_earlier_days_are_not_rewritten(
     assert ingest_and_facts(instance, landing, data_dir).success
     meta = _latest(instance, "raw_turns", ACME.key).metadata
     assert meta["files_read"].value == 1 and meta["new_turns"].value == 1
-    assert old.stat().st_mtime_ns == mtime
+    # acme's table was replaced in one commit; globex's data files were not touched
+    assert tables.files_by_scope("raw_turns", [GLOBEX]) == globex_files
     assert "Kafka" in tables.read("validated_facts", ACME)["object"].to_list()
     log = tables.read_table("extraction_log", ACME)
     assert log.height == 4 and log["turn_key"].n_unique() == 4  # each turn extracted once

@@ -1,12 +1,10 @@
 """The tables IO manager hands a table written earlier in the same run to the steps that load
-it (pipelines/io.py). What a step gets must be exactly what reading the files back gives, and
-a table anybody rewrote in between must be read from its files."""
+it (pipelines/io.py). What a step gets must be exactly what reading the table back gives, and
+a tenant anybody rewrote in between must be read from the table."""
 
 from __future__ import annotations
 
-import os
 import tempfile
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -34,18 +32,15 @@ def spied(monkeypatch: pytest.MonkeyPatch):
     seen: list[tuple[str, str]] = []
     original = io._Handoff.take
 
-    def take(self, run_id, store, asset, key):
-        found, df = original(self, run_id, store, asset, key)
-        if found:
-            on_disk = store.read_table(asset, Scope.parse(key))
-            if df is None:
-                assert on_disk is None, (asset, key)
-            else:
-                assert on_disk is not None, (asset, key)
-                assert df.schema == on_disk.schema, (asset, key)
-                assert df.equals(on_disk), (asset, key)
-            seen.append((asset, key))
-        return found, df
+    def take(self, run_id, store, asset, scopes):
+        found = original(self, run_id, store, asset, scopes)
+        for scope, df in found.items():
+            stored = store.read_table(asset, scope)
+            assert stored is not None, (asset, scope)
+            assert df.schema == stored.schema, (asset, scope)
+            assert df.equals(stored), (asset, scope)
+            seen.append((asset, scope.key))
+        return found
 
     monkeypatch.setattr(io._Handoff, "take", take)
     return seen
@@ -90,101 +85,86 @@ def test_every_input_of_a_run_is_handed_off_exactly_as_its_files_read(env, spied
     assert not second.failures and spied
 
 
-def test_a_table_rewritten_after_the_step_wrote_it_is_read_from_its_files(tmp_path) -> None:
+def keep(handoff: io._Handoff, run_id: str, store: TableStore, frames: dict) -> None:
+    """What the IO manager does with a step's output: one commit, then keep what it wrote."""
+    handoff.keep(run_id, store, store.write_tenants(Asset.RAW_TURNS, frames), frames)
+
+
+def take(handoff: io._Handoff, run_id: str, store: TableStore, scope: Scope):
+    return handoff.take(run_id, store, Asset.RAW_TURNS, [scope]).get(scope)
+
+
+def test_a_tenant_rewritten_after_the_step_wrote_it_is_read_from_the_table(tmp_path) -> None:
     store, other = TableStore(tmp_path), TableStore(tmp_path)  # other: another process
     handoff = io._Handoff()
     mine = day_frame(["2026-06-01", "2026-06-02"], "mine")
     theirs = day_frame(["2026-06-01", "2026-06-02"], "theirs")
-    handoff.write("run-1", store, Asset.RAW_TURNS, SCOPE.key, mine)
-    found, df = handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key)
-    assert found and df is not None and df["session_id"].to_list() == ["mine", "mine"]
+    keep(handoff, "run-1", store, {SCOPE: mine})
+    got = take(handoff, "run-1", store, SCOPE)
+    assert got is not None and got["session_id"].to_list() == ["mine", "mine"]
 
     other.write_table(theirs, Asset.RAW_TURNS, SCOPE)  # another writer, same shape
-    assert handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key) == (False, None)
-
-    handoff.write("run-1", store, Asset.RAW_TURNS, SCOPE.key, mine)
-    assert handoff.take("run-2", store, Asset.RAW_TURNS, SCOPE.key) == (False, None)
-    store.path(Asset.RAW_TURNS, SCOPE, "2026-06-02").unlink()  # a day deleted
-    assert handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key) == (False, None)
+    assert take(handoff, "run-1", store, SCOPE) is None
+    assert take(handoff, "run-2", store, SCOPE) is None  # and never for another run
 
 
-def test_a_write_racing_ours_or_a_same_size_rewrite_in_one_clock_tick_is_seen(tmp_path) -> None:
-    """Red team F4: the files' identity is the token of the write in each footer, not
-    (name, mtime, size), which a rewrite of the same size within one tick of a coarse clock
-    (or a writer landing between our write and our look at the files) would leave equal."""
+def test_a_commit_of_another_tenant_in_between_keeps_the_hand_off(tmp_path) -> None:
+    """The table's version moved, but not this tenant's files: the kept frame is still what
+    the table holds for it."""
     store, other, handoff = TableStore(tmp_path), TableStore(tmp_path), io._Handoff()
-    mine, theirs = day_frame(["2026-06-01"], "mine-A"), day_frame(["2026-06-01"], "mine-B")
-    path = store.path(Asset.RAW_TURNS, SCOPE, "2026-06-01")
-    second = time.time_ns() // 1_000_000_000 * 1_000_000_000
-    original = TableStore.write_table
-
-    def racing(self, df, asset, scope, token=None):
-        done = original(self, df, asset, scope, token=token)
-        os.utime(path, ns=(second, second))  # what a 1-second file system stores
-        if token is not None:  # the other writer lands right after our write
-            original(other, theirs, asset, scope)
-            os.utime(path, ns=(second, second))
-        return done
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(TableStore, "write_table", racing)
-        handoff.write("run-1", store, Asset.RAW_TURNS, SCOPE.key, mine)
-    on_disk = store.read_table(Asset.RAW_TURNS, SCOPE)
-    assert on_disk is not None and on_disk["session_id"].to_list() == ["mine-B"]
-    assert handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key) == (False, None)
+    mine = day_frame(["2026-06-01"], "mine")
+    keep(handoff, "run-1", store, {SCOPE: mine})
+    other.write_table(day_frame(["2026-06-01"], "web").with_columns(ns=pl.lit("web")),
+                      Asset.RAW_TURNS, Scope("acme", "web"))  # fmt: skip
+    got = take(handoff, "run-1", store, SCOPE)
+    assert got is not None and got.equals(store.read_table(Asset.RAW_TURNS, SCOPE))
 
 
-def test_a_per_day_table_with_days_kept_unchanged_is_read_from_its_files(tmp_path) -> None:
-    """Red team F5: a kept day holds its rows in the order of the write that made it, which
-    may not be the new frame's; such a table is never handed off."""
+def test_an_unchanged_tenant_is_not_rewritten_nor_handed_off_in_another_order(tmp_path) -> None:
+    """A tenant whose rows did not change keeps its stored rows (in the order of the write
+    that made them): it is read back, not handed off in the new frame's order."""
     store, handoff = TableStore(tmp_path), io._Handoff()
     first = day_frame(["2026-06-01"] * 3, "s")
-    handoff.write("run-0", store, Asset.RAW_TURNS, SCOPE.key, first)  # an earlier run
-    again = first.reverse()  # the same rows in another order: the day file is kept
-    handoff.write("run-1", store, Asset.RAW_TURNS, SCOPE.key, again)
-    assert handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key) == (False, None)
-    on_disk = store.read_table(Asset.RAW_TURNS, SCOPE)
-    assert on_disk is not None and on_disk["turn_id"].to_list() == ["0", "1", "2"]
+    keep(handoff, "run-0", store, {SCOPE: first})
+    version = store.version(Asset.RAW_TURNS)
+    keep(handoff, "run-1", store, {SCOPE: first.reverse()})
+    assert store.version(Asset.RAW_TURNS) == version  # no commit
+    assert take(handoff, "run-1", store, SCOPE) is None
+    stored = store.read_table(Asset.RAW_TURNS, SCOPE)
+    assert stored is not None and stored["turn_id"].to_list() == ["0", "1", "2"]
 
 
 def test_a_new_run_forgets_the_last_and_the_size_bound_holds(tmp_path, monkeypatch) -> None:
     store = TableStore(tmp_path)
     handoff = io._Handoff()
-    small, big = day_frame(["2026-06-01"], "a"), day_frame(["2026-06-01"] * 40, "b")
-    monkeypatch.setattr(io, "HANDOFF_MAX_BYTES", small.estimated_size() * 2)
-    handoff.write("run-1", store, Asset.RAW_TURNS, SCOPE.key, small)
     other = Scope("acme", "web")
-    handoff.write("run-1", store, Asset.RAW_TURNS, other.key, big)  # over the bound: not kept
-    assert handoff.take("run-1", store, Asset.RAW_TURNS, other.key) == (False, None)
-    assert handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key)[0]
+    small = day_frame(["2026-06-01"], "a")
+    big = day_frame(["2026-06-01"] * 40, "b").with_columns(ns=pl.lit("web"))
+    monkeypatch.setattr(io, "HANDOFF_MAX_BYTES", small.estimated_size() * 2)
+    keep(handoff, "run-1", store, {SCOPE: small, other: big})  # big: over the bound
+    assert take(handoff, "run-1", store, other) is None
+    assert take(handoff, "run-1", store, SCOPE) is not None
     assert handoff.size == small.estimated_size()
-    handoff.write("run-1", store, Asset.RAW_TURNS, SCOPE.key, small)  # rewritten: counted once
-    assert handoff.size == small.estimated_size()
-    handoff.write("run-2", store, Asset.RAW_TURNS, other.key, small)
-    assert handoff.take("run-2", store, Asset.RAW_TURNS, SCOPE.key) == (False, None)
-    assert handoff.size == small.estimated_size()
-
-
-def test_a_write_outside_the_io_manager_is_never_mistaken_for_ours(tmp_path) -> None:
-    store, handoff = TableStore(tmp_path), io._Handoff()
-    frame = day_frame(["2026-06-01"], "x")
-    handoff.write("run-1", store, Asset.RAW_TURNS, SCOPE.key, frame)
-    store.write_table(frame, Asset.RAW_TURNS, SCOPE)  # same content, no token: not ours
-    # the same content was kept by digest, so the file (and its token) is still ours
-    assert handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key)[0]
-    store.write(frame, Asset.RAW_TURNS, SCOPE, "2026-06-01")  # rewritten without a token
-    assert handoff.take("run-1", store, Asset.RAW_TURNS, SCOPE.key) == (False, None)
+    keep(handoff, "run-1", store, {SCOPE: day_frame(["2026-06-02"], "a")})  # rewritten
+    assert handoff.size == small.estimated_size()  # counted once
+    keep(handoff, "run-2", store, {other: big.head(1)})
+    assert take(handoff, "run-2", store, SCOPE) is None
+    assert handoff.size == big.head(1).estimated_size()
 
 
 def day_frame(days: list[str], session: str) -> pl.DataFrame:
     t0 = datetime(2026, 6, 1, tzinfo=UTC)
+    n = len(days)
     return conform(
         pl.DataFrame(
             {
+                "turn_key": [f"{session}-{i}" for i in range(n)],
+                "tenant_id": [SCOPE.tenant_id] * n,
+                "ns": [SCOPE.ns] * n,
                 "day": days,
-                "session_id": [session] * len(days),
-                "turn_id": [str(i) for i in range(len(days))],
-                "ts": [t0 + timedelta(minutes=i) for i in range(len(days))],
+                "session_id": [session] * n,
+                "turn_id": [str(i) for i in range(n)],
+                "ts": [t0 + timedelta(minutes=i) for i in range(n)],
             }
         ),
         TABLES[Asset.RAW_TURNS],
@@ -201,16 +181,23 @@ day_lists = st.lists(st.sampled_from(["2026-06-03", "2026-06-01", "2026-06-02"])
 )
 def test_as_read_is_what_reading_back_a_written_table_returns(days, asset) -> None:
     df = conform(
-        pl.DataFrame({"day": days, "session_id": [f"s{i}" for i in range(len(days))]}),
+        pl.DataFrame(
+            {
+                "tenant_id": [SCOPE.tenant_id] * len(days),
+                "ns": [SCOPE.ns] * len(days),
+                "day": days,
+                "session_id": [f"s{i}" for i in range(len(days))],
+            }
+        ),
         TABLES[asset],
     )
     with tempfile.TemporaryDirectory() as tmp:
         store = TableStore(Path(tmp))
         store.write_table(df, asset, SCOPE)
         back = store.read_table(asset, SCOPE)
-        expected = TableStore.as_read(df, asset)
-        if expected is None:
+        if df.is_empty():
             assert back is None
         else:
+            expected = TableStore.as_read(df, asset)
             assert back is not None and back.schema == expected.schema
             assert back.equals(expected)

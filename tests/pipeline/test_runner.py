@@ -152,7 +152,9 @@ def test_an_empty_landing_zone_is_still_surveyed(env, tmp_path: Path) -> None:
 
 
 def test_status_reads_a_data_dir_a_killed_run_left_behind(env) -> None:
-    """F13: tables written empty (no columns) or half-way must not crash `memflow status`."""
+    """F13: tables written empty (no columns) must not crash `memflow status`; a half-way
+    write cannot happen on Delta tables (a commit is whole or absent), and rows of no scope
+    are refused before anything is written."""
     from pipelines.status import format_status, status
     from resources.settings import Settings
 
@@ -162,7 +164,10 @@ def test_status_reads_a_data_dir_a_killed_run_left_behind(env) -> None:
     scope = Scope("globex", "ml")
     tables.write(pl.DataFrame(), "validated_facts", scope)
     tables.write(pl.DataFrame(), "quarantine", scope)
-    tables.write(pl.DataFrame({"x": [1]}), "landing_files", scope)
+    before = tables.version("landing_files")
+    with pytest.raises(ValueError, match="another scope"):
+        tables.write(pl.DataFrame({"x": [1]}), "landing_files", scope)
+    assert tables.version("landing_files") == before
     report = status(Settings.from_env())
     (entry,) = report["tenants"]
     assert entry["tables"]["validated_facts"] == 0

@@ -84,22 +84,3 @@ def test_every_tenants_summary_is_what_its_own_tables_say(stored) -> None:
     assert got == [one_by_one(tables, s) for s in [*scopes, never]]
     assert any(r["rejects"] for r in got) and any(r["warnings"] for r in got)
     assert tenant_summary(tables, scopes[0]) == got[0]
-
-
-def test_day_files_of_different_versions_are_summarised_like_the_rest(stored, tmp_path) -> None:
-    data, scopes = stored
-    tables = TableStore(data)
-    scope = next(s for s in scopes if tables.days(Asset.EXTRACTION_LOG, s))
-    day = tables.days(Asset.EXTRACTION_LOG, scope)[0]
-    path = tables.path(Asset.EXTRACTION_LOG, scope, day)
-    original = pl.read_parquet(path)
-    try:
-        # an older day file: no `model` column, an extra one, another type for a count
-        older = original.drop("model").with_columns(pl.lit("x").alias("legacy"))
-        older.write_parquet(path)
-        assert tenant_summaries(tables, scopes) == [one_by_one(tables, s) for s in scopes]
-        typed = original.with_columns(pl.col("model").cast(pl.Categorical))
-        typed.write_parquet(path)
-        assert tenant_summaries(tables, scopes) == [one_by_one(tables, s) for s in scopes]
-    finally:
-        original.write_parquet(path)

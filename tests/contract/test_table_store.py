@@ -1,0 +1,411 @@
+"""The table store's contract (`resources.tables.TableStore`), on every backend it runs on:
+local disk and an S3-compatible server (tests/support/s3_server.py).
+
+- replacing a range of tenants is idempotent and leaves every other tenant as it was;
+- two spawned writers on disjoint tenants of one table both commit (Delta's conflict
+  checker resolves their concurrent commits), and writers racing on one tenant leave one
+  whole write, never a mix;
+- schema evolution: a column added to the layout reads back null for old rows;
+- the version changes only when a write commits; any earlier version reads back (time
+  travel, by version and by time);
+- the tables read with no memflow code: polars `scan_delta` and DuckDB's `delta_scan`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import site
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from resources.tables import TableStore
+from schemas.scope import Scope
+from schemas.tables import ENTITIES, LANDING_PROBLEMS, TABLES, Asset, conform
+from tests.support import s3_server
+from tests.support.services import ServiceUnavailable
+
+BACKENDS = ("local", "s3")
+A, B, C = Scope("acme", "api"), Scope("globex", "ml"), Scope("initech", "mono")
+
+
+@pytest.fixture(scope="module")
+def s3_bucket() -> Iterator[str]:
+    try:
+        s3_server.acquire()
+    except ServiceUnavailable as exc:
+        pytest.fail(f"no S3-compatible server for the object-storage backend: {exc}")
+    bucket = f"memflow-{uuid.uuid4().hex[:12]}"
+    s3_server.create_bucket(bucket)
+    try:
+        yield bucket
+    finally:
+        s3_server.release()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, object]:
+    """How to open this backend's store: a fresh root per test."""
+    if request.param == "local":
+        return {"data_dir": str(tmp_path / "data"), "uri": None, "storage_options": None}
+    bucket = request.getfixturevalue("s3_bucket")
+    return {
+        "data_dir": str(tmp_path / "data"),
+        "uri": f"s3://{bucket}/{uuid.uuid4().hex}/tables",
+        "storage_options": s3_server.storage_options(),
+    }
+
+
+def open_store(backend: dict[str, object]) -> TableStore:
+    return TableStore(
+        backend["data_dir"],  # type: ignore[arg-type]
+        uri=backend["uri"],  # type: ignore[arg-type]
+        storage_options=backend["storage_options"],  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def store(backend: dict[str, object]) -> TableStore:
+    return open_store(backend)
+
+
+def entities(scope: Scope, n: int, tag: str = "v1") -> pl.DataFrame:
+    return conform(
+        pl.DataFrame(
+            {
+                "entity_id": [f"{scope.ns}-e{i}" for i in range(n)],
+                "tenant_id": [scope.tenant_id] * n,
+                "ns": [scope.ns] * n,
+                "name": [f"{tag} name {i}" for i in range(n)],
+                "aliases": [[f"alias {i}"] for i in range(n)],
+                "types": [["Service"] for _ in range(n)],
+                "first_seen": [datetime(2026, 11, 1, 9, i % 60, tzinfo=UTC) for i in range(n)],
+            }
+        ),
+        ENTITIES,
+    )
+
+
+def same(a: pl.DataFrame | None, b: pl.DataFrame) -> bool:
+    return a is not None and a.sort("entity_id").equals(b.sort("entity_id"))
+
+
+# ----------------------------------------------------------------------- range overwrite
+
+
+def test_a_range_overwrite_is_idempotent_and_leaves_other_tenants_intact(
+    store: TableStore,
+) -> None:
+    store.write_tenants(Asset.ENTITIES, {A: entities(A, 3), B: entities(B, 2), C: entities(C, 4)})
+    c_files = store.files_by_scope(Asset.ENTITIES, [C])
+    new = {A: entities(A, 5, "v2"), B: entities(B, 1, "v2")}
+
+    first = store.write_tenants(Asset.ENTITIES, new, run_id="run-2")
+
+    assert first.committed and first.rows == {"acme/api": 5, "globex/ml": 1}
+    assert same(store.read(Asset.ENTITIES, A), new[A])
+    assert same(store.read(Asset.ENTITIES, B), new[B])
+    assert same(store.read(Asset.ENTITIES, C), entities(C, 4))
+    assert store.files_by_scope(Asset.ENTITIES, [C]) == c_files  # not rewritten
+    again = store.write_tenants(Asset.ENTITIES, {A: entities(A, 5, "v2"), B: new[B]})
+    assert not again.committed and again.version == first.version  # nothing changed
+    assert same(store.read(Asset.ENTITIES, A), new[A])
+    assert store.history(Asset.ENTITIES)[0].run_id == "run-2"
+    assert store.history(Asset.ENTITIES)[0].tenants == ["acme/api", "globex/ml"]
+
+
+def test_an_empty_frame_removes_only_that_tenant(store: TableStore) -> None:
+    store.write_tenants(Asset.ENTITIES, {A: entities(A, 3), B: entities(B, 2)})
+    store.write_table(pl.DataFrame(schema=ENTITIES), Asset.ENTITIES, A)
+    assert store.read(Asset.ENTITIES, A) is None
+    assert same(store.read(Asset.ENTITIES, B), entities(B, 2))
+    assert store.scopes(Asset.ENTITIES) == [B]
+    assert store.count_rows(Asset.ENTITIES, A) == 0 and store.count_rows(Asset.ENTITIES, B) == 2
+
+
+def test_rows_of_another_scope_are_refused_and_nothing_is_written(store: TableStore) -> None:
+    store.write_table(entities(A, 2), Asset.ENTITIES, A)
+    version = store.version(Asset.ENTITIES)
+    with pytest.raises(ValueError, match="another scope"):
+        store.write_tenants(Asset.ENTITIES, {A: entities(A, 1), B: entities(A, 1)})
+    assert store.version(Asset.ENTITIES) == version
+    assert same(store.read(Asset.ENTITIES, A), entities(A, 2))
+
+
+# ------------------------------------------------------------------ concurrent writers
+
+
+def _writer(backend: dict[str, object], scope_key: str, rounds: int, ready: object) -> None:
+    """A spawned process replacing one tenant's table `rounds` times."""
+    store = open_store(backend)
+    scope = Scope.parse(scope_key)
+    ready.wait(60)  # type: ignore[attr-defined]
+    for r in range(rounds):
+        store.write_table(entities(scope, 3 + r, f"round {r}"), Asset.ENTITIES, scope)
+
+
+def _spawned(backend: dict[str, object], keys: list[str], rounds: int) -> None:
+    ctx = multiprocessing.get_context("spawn")  # delta-rs does not survive fork
+    ready = ctx.Event()
+    procs = [ctx.Process(target=_writer, args=(backend, k, rounds, ready)) for k in keys]
+    for p in procs:
+        p.start()
+    time.sleep(0.5)
+    ready.set()
+    for p in procs:
+        p.join(300)
+    assert [p.exitcode for p in procs] == [0] * len(procs)
+
+
+def test_two_spawned_writers_on_disjoint_tenants_both_commit(
+    store: TableStore, backend: dict[str, object]
+) -> None:
+    store.write_tenants(Asset.ENTITIES, {A: entities(A, 1), B: entities(B, 1)})
+    before = store.version(Asset.ENTITIES)
+    rounds = 6
+
+    _spawned(backend, [A.key, B.key], rounds)
+
+    fresh = open_store(backend)
+    assert fresh.version(Asset.ENTITIES) == before + 2 * rounds  # every commit landed
+    last = rounds - 1
+    assert same(fresh.read(Asset.ENTITIES, A), entities(A, 3 + last, f"round {last}"))
+    assert same(fresh.read(Asset.ENTITIES, B), entities(B, 3 + last, f"round {last}"))
+
+
+def test_writers_racing_on_one_tenant_leave_one_whole_write(
+    store: TableStore, backend: dict[str, object]
+) -> None:
+    """Two writers replacing the same tenant conflict; the loser retries, and the table holds
+    exactly one writer's rows, never both or a mix."""
+    store.write_table(entities(A, 1), Asset.ENTITIES, A)
+
+    _spawned(backend, [A.key, A.key], 4)
+
+    got = open_store(backend).read(Asset.ENTITIES, A)
+    assert same(got, entities(A, 6, "round 3"))
+
+
+# ---------------------------------------------------------------------- schema evolution
+
+
+def test_a_column_added_to_the_layout_reads_back_null_for_old_rows(
+    store: TableStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old_layout = {k: v for k, v in ENTITIES.items() if k != "types"}
+    monkeypatch.setitem(TABLES, Asset.ENTITIES, old_layout)
+    store.write_table(entities(A, 2).drop("types"), Asset.ENTITIES, A)  # an older version
+    monkeypatch.setitem(TABLES, Asset.ENTITIES, ENTITIES)
+
+    store.write_table(entities(B, 2), Asset.ENTITIES, B)
+
+    old = store.read(Asset.ENTITIES, A)
+    assert old is not None and old.columns == list(ENTITIES)
+    assert old["types"].null_count() == 2
+    assert same(store.read(Asset.ENTITIES, B), entities(B, 2))
+    # polars reads the evolved table whole, old rows with nulls
+    assert (
+        pl.scan_delta(store.uri(Asset.ENTITIES), storage_options=store.storage_options or None)
+        .collect()
+        .height
+        == 4
+    )
+
+
+# --------------------------------------------------------------------- versions, history
+
+
+def test_the_version_changes_only_on_write_and_every_version_reads_back(
+    store: TableStore,
+) -> None:
+    assert store.version(Asset.ENTITIES) is None
+    first = store.write_tenants(Asset.ENTITIES, {A: entities(A, 2), B: entities(B, 2)})
+    v1 = first.version
+    assert v1 is not None and store.version(Asset.ENTITIES) == v1
+    store.read(Asset.ENTITIES, A)
+    store.scopes(Asset.ENTITIES)
+    store.count_rows(Asset.ENTITIES, B)
+    assert store.version(Asset.ENTITIES) == v1  # reads never change it
+    time.sleep(0.05)
+    between = datetime.now(UTC)
+    time.sleep(0.05)
+    second = store.write_table(entities(A, 4, "v2"), Asset.ENTITIES, A)
+    assert second.version == v1 + 1 and store.version(Asset.ENTITIES) == v1 + 1
+
+    assert same(store.read(Asset.ENTITIES, A, version=v1), entities(A, 2))
+    assert same(store.read(Asset.ENTITIES, A, as_of=between), entities(A, 2))
+    assert same(store.read(Asset.ENTITIES, A), entities(A, 4, "v2"))
+    assert [h.version for h in store.history(Asset.ENTITIES)][:2] == [v1 + 1, v1]
+    with pytest.raises(LookupError):
+        store.read(Asset.ENTITIES, A, version=v1 + 10)
+
+
+def test_the_zone_table_commits_only_when_its_rows_change(store: TableStore) -> None:
+    """The landing zone's problems table is written by every run: the same rows (empty
+    included) make no version, so a re-run with nothing new commits nothing."""
+    empty = pl.DataFrame(schema=LANDING_PROBLEMS)
+    v = store.write_zone(empty, Asset.LANDING_PROBLEMS).version
+    again = store.write_zone(empty, Asset.LANDING_PROBLEMS)
+    assert not again.committed and again.version == v == store.version(Asset.LANDING_PROBLEMS)
+    rows = conform(pl.DataFrame({"path": ["bad name/x.jsonl"], "reason": ["invalid_scope"]}),
+                   LANDING_PROBLEMS)  # fmt: skip
+    changed = store.write_zone(rows, Asset.LANDING_PROBLEMS)
+    assert changed.committed and changed.version == v + 1  # type: ignore[operator]
+    assert not store.write_zone(rows, Asset.LANDING_PROBLEMS).committed
+    stored = store.read_zone(Asset.LANDING_PROBLEMS)
+    assert stored is not None and stored.equals(rows)
+    assert store.write_zone(empty, Asset.LANDING_PROBLEMS).version == v + 2  # type: ignore[operator]
+    stored = store.read_zone(Asset.LANDING_PROBLEMS)
+    assert stored is not None and stored.is_empty()
+
+
+def test_summaries_commit_only_the_tenants_whose_summary_changed(store: TableStore) -> None:
+    table = f"_summaries/{Asset.VALIDATED_FACTS}"
+    store.record_summaries(Asset.VALIDATED_FACTS, {A: {"facts": 2}, B: {"facts": 3}})
+    v = store.version(table)
+    store.record_summaries(Asset.VALIDATED_FACTS, {A.key: {"facts": 2}, B: {"facts": 3}})
+    assert store.version(table) == v  # the same summaries: no commit
+    store.record_summaries(Asset.VALIDATED_FACTS, {A: {"facts": 2}, B: {"facts": 4}})
+    assert store.version(table) == v + 1  # type: ignore[operator]
+    assert store.history(table)[0].tenants == [B.key]
+    assert store.summaries(Asset.VALIDATED_FACTS) == {
+        A.key: {"facts": 2},
+        B.key: {"facts": 4},
+    }
+
+
+# -------------------------------------------------------------- erase and maintenance
+
+
+def test_deleting_a_tenant_removes_its_rows_history_and_summaries_only(
+    store: TableStore,
+) -> None:
+    store.write_tenants(Asset.ENTITIES, {A: entities(A, 2), B: entities(B, 3)})
+    store.write_table(entities(A, 1, "v2"), Asset.ENTITIES, A)
+    store.record_summaries(Asset.VALIDATED_FACTS, {A: {"facts": 2}, B: {"facts": 3}})
+    old = store.version(Asset.ENTITIES)
+
+    removed = store.delete_tenant(A)
+
+    assert removed == {"entities": 1, "_summaries/validated_facts": 1}
+    assert store.read(Asset.ENTITIES, A) is None
+    assert same(store.read(Asset.ENTITIES, B), entities(B, 3))
+    assert store.summaries(Asset.VALIDATED_FACTS) == {"globex/ml": {"facts": 3}}
+    with pytest.raises(LookupError):  # its history went too: nothing of it can be read back
+        store.read(Asset.ENTITIES, A, version=old)
+
+
+def test_a_table_of_another_module_is_stored_and_erased_like_the_assets(
+    store: TableStore,
+) -> None:
+    """Any table name works (the embedding ledger may live here); its columns are its own."""
+    rows = {
+        s: pl.DataFrame({"tenant_id": [s.tenant_id], "ns": [s.ns], "vector": [[0.1, 0.2]]})
+        for s in (A, B)
+    }
+    store.write_tenants("embedding_ledger", rows)
+    got = store.read("embedding_ledger", A)
+    assert got is not None and got["vector"].to_list() == [[0.1, 0.2]]
+    removed = store.delete_tenant(A, tables=["embedding_ledger"])
+    assert removed["embedding_ledger"] == 1
+    assert store.read("embedding_ledger", A) is None
+    assert store.read("embedding_ledger", B) is not None
+
+
+def test_maintenance_compacts_and_vacuums_and_keeps_every_tenant(store: TableStore) -> None:
+    for r in range(3):  # three commits: three files for B, the old ones unreferenced
+        store.write_tenants(Asset.ENTITIES, {A: entities(A, 2), B: entities(B, 2 + r)})
+    before = store.version(Asset.ENTITIES)
+
+    done = {m.table: m for m in store.maintain(retention_hours=0)}
+
+    assert done["entities"].files_vacuumed >= 2
+    assert same(store.read(Asset.ENTITIES, A), entities(A, 2))
+    assert same(store.read(Asset.ENTITIES, B), entities(B, 4))
+    with pytest.raises(LookupError):  # vacuumed: older versions are gone
+        store.read(Asset.ENTITIES, B, version=before - 1)
+
+
+# ------------------------------------------------------------------ readers without memflow
+
+
+def test_polars_reads_the_tables_with_no_memflow_code(store: TableStore) -> None:
+    store.write_tenants(Asset.ENTITIES, {A: entities(A, 3), B: entities(B, 2)})
+    options = store.storage_options or None
+    got = (
+        pl.scan_delta(store.uri(Asset.ENTITIES), storage_options=options)
+        .filter((pl.col("tenant_id") == "acme") & (pl.col("ns") == "api"))
+        .collect()
+    )
+    assert same(conform(got, ENTITIES), entities(A, 3))
+    old = pl.read_delta(store.uri(Asset.ENTITIES), version=0, storage_options=options)
+    assert old.is_empty()  # version 0: the table created empty
+
+
+def _duckdb_extensions() -> Path:
+    """Where the duckdb-ext-* wheels put DuckDB's signed extensions (delta, httpfs): DuckDB
+    cannot download them here, so they come from the package registry."""
+    for base in site.getsitepackages():
+        folder = Path(base, "duckdb_ext", "extensions")
+        if list(folder.glob("*/*/delta.duckdb_extension")):
+            return folder
+    pytest.fail("DuckDB's delta extension (the duckdb-ext-delta wheel) is not installed")
+
+
+def test_duckdb_reads_the_tables_with_its_delta_extension(store: TableStore) -> None:
+    import duckdb
+
+    store.write_tenants(Asset.ENTITIES, {A: entities(A, 3), B: entities(B, 2)})
+    con = duckdb.connect(config={"extension_directory": str(_duckdb_extensions())})
+    con.execute("LOAD delta")  # signed by DuckDB: loaded with signature checks on
+    if not store.local:
+        opts = s3_server.storage_options()
+        con.execute("LOAD httpfs")
+        con.execute(
+            "CREATE SECRET s3test (TYPE s3, KEY_ID $key, SECRET $secret, REGION $region, "
+            "ENDPOINT $endpoint, URL_STYLE 'path', USE_SSL false)",
+            {
+                "key": opts["aws_access_key_id"],
+                "secret": opts["aws_secret_access_key"],
+                "region": opts["aws_region"],
+                "endpoint": opts["aws_endpoint_url"].split("://", 1)[1],
+            },
+        )
+    rows = con.execute(
+        "SELECT tenant_id, ns, count(*) FROM delta_scan(?) GROUP BY ALL ORDER BY ALL",
+        [store.uri(Asset.ENTITIES)],
+    ).fetchall()
+    assert rows == [("acme", "api", 3), ("globex", "ml", 2)]
+
+
+# ---------------------------------------------------------------------------- fork guard
+
+
+def _forked_child_write(root: str, out: object) -> None:
+    try:
+        TableStore(root).write_table(entities(B, 1), Asset.ENTITIES, B)
+        out.put("wrote")  # type: ignore[attr-defined]
+    except RuntimeError as exc:
+        out.put(str(exc))  # type: ignore[attr-defined]
+
+
+def test_a_forked_child_gets_a_clear_error_instead_of_a_panic(tmp_path: Path) -> None:
+    store = TableStore(tmp_path)
+    store.write_table(entities(A, 1), Asset.ENTITIES, A)  # delta-rs used in this process
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_forked_child_write, args=(str(tmp_path), out))
+    child.start()
+    child.join(60)
+    hung = child.is_alive()
+    if hung:  # a hung child would hold the test session at exit
+        child.kill()
+        child.join(10)
+    assert not hung, "the forked child hung instead of refusing"
+    assert "start it with the 'spawn' method" in out.get(timeout=5)
+    assert store.read(Asset.ENTITIES, B) is None
