@@ -15,12 +15,13 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import polars as pl
 
 from memflow.landing import UPSERT_TOOL
+from memflow.rekey import rekey_log, rekey_turn_keys
 from resources.models.base import ExtractionProvider, ModelError, TurnText
 from schemas import ids, rules
 from schemas.scope import Scope
@@ -214,6 +215,8 @@ def extract_tenant(
     Explicit (tool-call) triples depend on no model. Triples of turns that left raw_turns go.
     """
     now = now or datetime.now(UTC)
+    turns, moved = rekey_turn_keys(turns)  # keys of the \x1f join (memflow.rekey)
+    previous = replace(previous, log=rekey_log(previous.log, moved))
     keys = turns.select("turn_key", "day", "role", "tool_name")
     log = previous.log.join(keys.select("turn_key"), on="turn_key", how="semi")
     dropped = previous.log.height - log.height

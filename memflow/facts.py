@@ -44,6 +44,7 @@ from datetime import datetime
 
 import polars as pl
 
+from memflow.rekey import needs_rekey, rekey_facts, remap_supersedes
 from schemas import ids, rules
 from schemas.redaction import redact
 from schemas.rules import MAX_RECORD_CHARS, Reason
@@ -68,6 +69,8 @@ class FactsBuild:
     warnings: int = 0  # quarantine rows of severity warning (their facts were stored)
     rejects_by_reason: dict[str, int] = field(default_factory=dict)  # errors, by triple
     warnings_by_reason: dict[str, int] = field(default_factory=dict)
+    # Stored rows re-resolved because the resolution rule changed (`memflow.rekey`).
+    rekeyed: dict[str, int] = field(default_factory=dict)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -168,6 +171,13 @@ def build_facts(
     good = good.sort("valid_from", "stated_at", "triple_id")
     names = pl.concat([good["subject"], good["object"]]).unique().to_list()
     key_of = {n: ids.norm_key(n) for n in names}
+
+    def key(name: str) -> str:
+        found = key_of.get(name)
+        if found is None:
+            found = key_of[name] = ids.norm_key(name)
+        return found
+
     good = good.with_columns(
         pl.col("subject").replace_strict(key_of, return_dtype=pl.String).alias("_skey"),
         pl.col("object").replace_strict(key_of, return_dtype=pl.String).alias("_okey"),
@@ -184,10 +194,22 @@ def build_facts(
     good = good.with_columns(pl.Series("fact_id", fact_ids, dtype=pl.String)).with_columns(
         pl.int_range(pl.len()).over("fact_id").alias("_rank")
     )
+    stated = _stated_turns(good)
+    rekeyed = None
+    if needs_rekey(prev_e, key):  # stored under an earlier resolution rule (memflow.rekey)
+        rekeyed = rekey_facts(
+            scope,
+            prev_f,
+            prev_e,
+            key,
+            _stating(stated),
+            set(triples.select("session_id", "turn_id").unique().rows()),
+        )
+        prev_f, prev_e = rekeyed.facts, rekeyed.entities
+        good = remap_supersedes(good, rekeyed.fact_ids)
 
     # One fact per id: the first statement (oldest) carries provenance; best confidence wins;
     # every stating turn, in statement order, is a source.
-    stated = _stated_turns(good)
     firsts = (
         good.group_by("fact_id", maintain_order=True)
         .agg(pl.all().first(), pl.col("confidence").max().alias("_best"))
@@ -236,11 +258,6 @@ def build_facts(
             | ((pl.col("_rank") > 0) & ~pl.col("fact_id").is_in(list(capped)))
         )
         & ~pl.col("triple_id").is_in(list(stored_sources))
-    ).with_columns(
-        pl.when(pl.col("fact_id").is_in(list(stored_ids)))
-        .then(pl.lit("stored"))
-        .otherwise(pl.lit("batch"))
-        .alias("into")
     )
 
     new = (
@@ -279,6 +296,13 @@ def build_facts(
         warnings=sum(warnings.values()),
         rejects_by_reason=dict(rejected),
         warnings_by_reason=dict(warnings),
+        rekeyed={}
+        if rekeyed is None
+        else {
+            "facts": rekeyed.facts_rekeyed,
+            "facts_joined": rekeyed.facts_joined,
+            "entities": rekeyed.entities_rekeyed,
+        },
     )
 
 
@@ -291,6 +315,13 @@ def _stated_turns(good: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("_turn").unique(maintain_order=True).head(rules.MAX_FACT_SOURCES))
         .select("fact_id", pl.col("_turn").cast(pl.List(SOURCE)).alias("sources"))
     )
+
+
+def _stating(stated: pl.DataFrame) -> dict[str, set[tuple[str, str]]]:
+    return {
+        fact_id: {(t["session_id"], t["turn_id"]) for t in turns}
+        for fact_id, turns in stated.iter_rows()
+    }
 
 
 def _extend_sources(stored: pl.DataFrame, stated: pl.DataFrame) -> pl.DataFrame:

@@ -20,6 +20,7 @@ from pathlib import Path
 import polars as pl
 
 from memflow import landing
+from memflow.rekey import rekey_turn_keys
 from schemas import ids
 from schemas.redaction import redact, redact_json, redact_with_count
 from schemas.rules import TimeWindow
@@ -67,7 +68,10 @@ class TurnTables:
         def typed(df: pl.DataFrame | None, columns: dict) -> pl.DataFrame:
             return conform(df, columns) if df is not None else empty(columns)
 
-        return cls(typed(turns, RAW_TURNS), typed(rejects, QUARANTINE), typed(files, LANDING_FILES))
+        # Turn keys of ids holding \x1f or \x1e, written before the injective id encoding,
+        # move over (memflow.rekey); every other key is what it was.
+        stored, _ = rekey_turn_keys(typed(turns, RAW_TURNS))
+        return cls(stored, typed(rejects, QUARANTINE), typed(files, LANDING_FILES))
 
 
 @dataclass

@@ -180,8 +180,11 @@ LANDING_PROBLEMS: dict[str, pl.DataType] = {
 }
 
 # Provenance of triples merged into a fact rather than stored as one: a triple that repeats
-# the (subject, predicate, object) of a stored fact, or of a fact another triple of the same
-# batch created. Counted as `merged` by `memflow.facts.build_facts`.
+# the (subject, predicate, object) of a fact whose first statement is another triple. Counted
+# as `merged` by `memflow.facts.build_facts`. A function of the triples and the stored facts'
+# first statements only, so a rerun, or a kill -9 and a rerun, writes the same rows (before
+# issue 16 an `into` column said whether the fact was stored by an earlier run, which a rerun
+# changed from "batch" to "stored").
 FACT_MERGES: dict[str, pl.DataType] = {
     "fact_id": pl.String(),  # the fact the triple was merged into
     "triple_id": pl.String(),
@@ -197,7 +200,6 @@ FACT_MERGES: dict[str, pl.DataType] = {
     "client": pl.String(),
     "model": pl.String(),
     "source": pl.String(),
-    "into": pl.String(),  # stored (a fact of an earlier run) | batch (a fact of this run)
 }
 
 # Values a column takes when a table lacks it (written by an older version) or holds null.
