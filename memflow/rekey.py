@@ -32,6 +32,7 @@ from datetime import datetime
 import polars as pl
 
 from schemas import ids
+from schemas.rules import Reason
 from schemas.scope import Scope
 from schemas.tables import ENTITIES, FACTS, conform
 
@@ -248,3 +249,29 @@ def rekey_log(log: pl.DataFrame, mapping: dict[str, str]) -> pl.DataFrame:
     if not mapping or log.is_empty():
         return log
     return log.with_columns(pl.col("turn_key").replace(mapping))
+
+
+def stale_duplicate_files(turns: pl.DataFrame, rejects: pl.DataFrame) -> set[str]:
+    """Landing files holding a `duplicate_turn` reject that only the \x1f join made: ids with
+    \x1f or \x1e whose key now matches no stored turn. Their index rows go, so the turns
+    stage reads them again and lands the turn, as a clean run would; a true duplicate still
+    matches a stored turn, so this settles after one run."""
+    if rejects.is_empty() or "session_id" not in rejects.columns:
+        return set()
+    odd = rejects.filter(
+        (pl.col("reason") == Reason.DUPLICATE_TURN)
+        & (
+            pl.col("session_id").str.contains("[\x1e\x1f]")
+            | pl.col("turn_id").str.contains("[\x1e\x1f]")
+        )
+    )
+    if odd.is_empty():
+        return set()
+    stored = set(turns["turn_key"].to_list())
+    return {
+        source_file
+        for tenant_id, ns, session_id, turn_id, source_file in odd.select(
+            "tenant_id", "ns", "session_id", "turn_id", "source_file"
+        ).rows()
+        if source_file and ids.turn_key(tenant_id, ns, session_id, turn_id) not in stored
+    }

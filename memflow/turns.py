@@ -20,7 +20,7 @@ from pathlib import Path
 import polars as pl
 
 from memflow import landing
-from memflow.rekey import rekey_turn_keys
+from memflow.rekey import rekey_turn_keys, stale_duplicate_files
 from schemas import ids
 from schemas.redaction import redact, redact_json, redact_with_count
 from schemas.rules import TimeWindow
@@ -71,7 +71,10 @@ class TurnTables:
         # Turn keys of ids holding \x1f or \x1e, written before the injective id encoding,
         # move over (memflow.rekey); every other key is what it was.
         stored, _ = rekey_turn_keys(typed(turns, RAW_TURNS))
-        return cls(stored, typed(rejects, QUARANTINE), typed(files, LANDING_FILES))
+        held, index = typed(rejects, QUARANTINE), typed(files, LANDING_FILES)
+        if reread := stale_duplicate_files(stored, held):
+            index = index.filter(~pl.col("source_file").is_in(sorted(reread)))
+        return cls(stored, held, index)
 
 
 @dataclass
