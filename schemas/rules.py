@@ -205,10 +205,11 @@ def parse_date_or_datetime(value: object) -> datetime | None:
             parsed = datetime.fromisoformat(text.upper())
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
+        # An instant outside years 1-9999 in UTC ("0001-01-01T00:00+14:00") cannot be held:
+        # the conversion overflows. Every other one is a date, the range's ends included
+        # (review L7: 0001-01-01 and 9999-12-31T23:59:59Z were "not a date").
         parsed = parsed.astimezone(UTC)
     except (ValueError, OverflowError):
-        return None
-    if not MIN_EPOCH_US <= (parsed - EPOCH) // _US <= MAX_EPOCH_US:
         return None
     return parsed
 
