@@ -45,11 +45,12 @@ from datetime import datetime
 import polars as pl
 
 from memflow.rekey import needs_rekey, rekey_facts, remap_supersedes
+from memflow.retractions import apply_retractions, plan_generations, reopen, unknown_rejects
 from schemas import ids, rules
 from schemas.redaction import redact
 from schemas.rules import MAX_RECORD_CHARS, Reason
 from schemas.scope import Scope
-from schemas.tables import ENTITIES, FACT_MERGES, FACTS, QUARANTINE, SOURCE, conform
+from schemas.tables import ENTITIES, FACT_MERGES, FACTS, QUARANTINE, RETRACTIONS, SOURCE, conform
 from schemas.triples import triage
 
 
@@ -71,6 +72,10 @@ class FactsBuild:
     warnings_by_reason: dict[str, int] = field(default_factory=dict)
     # Stored rows re-resolved because the resolution rule changed (`memflow.rekey`).
     rekeyed: dict[str, int] = field(default_factory=dict)
+    # Closures made by the tenant's retraction requests (`memflow.retractions`).
+    retractions: pl.DataFrame = field(default_factory=lambda: conform(pl.DataFrame(), RETRACTIONS))
+    retracted: int = 0  # facts closed by a retraction
+    retract_unknown: int = 0  # requests that closed nothing (quarantined)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -146,6 +151,7 @@ def build_facts(
     triples: pl.DataFrame,
     previous_facts: pl.DataFrame | None = None,
     previous_entities: pl.DataFrame | None = None,
+    requests: pl.DataFrame | None = None,
 ) -> FactsBuild:
     prev_f = (
         conform(previous_facts, FACTS)
@@ -191,10 +197,7 @@ def build_facts(
         ids.fact_id(scope.tenant_id, scope.ns, s, p, o)
         for s, p, o in good.select("subject_id", "predicate", "object_id").iter_rows()
     ]
-    good = good.with_columns(pl.Series("fact_id", fact_ids, dtype=pl.String)).with_columns(
-        pl.int_range(pl.len()).over("fact_id").alias("_rank")
-    )
-    stated = _stated_turns(good)
+    good = good.with_columns(pl.Series("fact_id", fact_ids, dtype=pl.String))
     rekeyed = None
     if needs_rekey(prev_e, key):  # stored under an earlier resolution rule (memflow.rekey)
         rekeyed = rekey_facts(
@@ -202,11 +205,18 @@ def build_facts(
             prev_f,
             prev_e,
             key,
-            _stating(stated),
+            _stating(_stated_turns(good)),
             set(triples.select("session_id", "turn_id").unique().rows()),
+            _request_ids(requests),
         )
         prev_f, prev_e = rekeyed.facts, rekeyed.entities
         good = remap_supersedes(good, rekeyed.fact_ids)
+    # Retractions split a fact's statements: those made after one belong to a reopened fact.
+    plan = plan_generations(scope, good, prev_f, requests, key)
+    if plan.generations:
+        good = reopen(good, plan).sort("valid_from", "stated_at", "triple_id")
+    good = good.with_columns(pl.int_range(pl.len()).over("fact_id").alias("_rank"))
+    stated = _stated_turns(good)
 
     # One fact per id: the first statement (oldest) carries provenance; best confidence wins;
     # every stating turn, in statement order, is a source.
@@ -272,6 +282,9 @@ def build_facts(
     for reason, row in link_problems:
         # The fact is stored without the link: a warning, not a reject.
         reject_rows.extend(_reject_rows(scope, [row], reason, rules.SEVERITY_WARNING))
+    applied = apply_retractions(facts, plan, requests)
+    facts = applied.facts
+    reject_rows.extend(unknown_rejects(scope, applied.unknown))
 
     entities = _entities(scope, good, prev_e, facts)
     rejects = conform(
@@ -296,6 +309,9 @@ def build_facts(
         warnings=sum(warnings.values()),
         rejects_by_reason=dict(rejected),
         warnings_by_reason=dict(warnings),
+        retractions=applied.retractions,
+        retracted=applied.closed,
+        retract_unknown=len(applied.unknown),
         rekeyed={}
         if rekeyed is None
         else {
@@ -315,6 +331,10 @@ def _stated_turns(good: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("_turn").unique(maintain_order=True).head(rules.MAX_FACT_SOURCES))
         .select("fact_id", pl.col("_turn").cast(pl.List(SOURCE)).alias("sources"))
     )
+
+
+def _request_ids(requests: pl.DataFrame | None) -> list[str]:
+    return [] if requests is None or requests.is_empty() else requests["request_id"].to_list()
 
 
 def _stating(stated: pl.DataFrame) -> dict[str, set[tuple[str, str]]]:

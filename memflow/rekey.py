@@ -25,7 +25,7 @@ facts in the same run, under the caps like any new fact. Nothing stored is lost.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -64,6 +64,7 @@ def rekey_facts(
     key: Callable[[str], str],
     stating: dict[str, set[tuple[str, str]]],
     turns_with_triples: set[tuple[str, str]],
+    request_ids: Sequence[str] = (),
 ) -> Rekeyed:
     """Stored `facts` and `entities` re-resolved under the rule in force (module docstring).
 
@@ -81,11 +82,16 @@ def rekey_facts(
     rows = facts.to_dicts()
     for row in rows:
         row["_old"] = row["fact_id"]
+        old_base = ids.fact_id(
+            scope.tenant_id, scope.ns, row["subject_id"], row["predicate"], row["object_id"]
+        )
         row["subject_id"] = entity_of(row["subject"])
         row["object_id"] = entity_of(row["object"])
         row["fact_id"] = ids.fact_id(
             scope.tenant_id, scope.ns, row["subject_id"], row["predicate"], row["object_id"]
         )
+        if row["_old"] != old_base:  # reopened after a retraction: keep it apart
+            row["fact_id"] = _reopened(scope, old_base, row["_old"], row["fact_id"], request_ids)
     mapping = {r["_old"]: r["fact_id"] for r in rows if r["_old"] != r["fact_id"]}
 
     # Stored facts that now share an id: the earliest statement stays (as a clean run would
@@ -127,6 +133,17 @@ def rekey_facts(
         facts_joined=len(rows) - len(kept),
         entities_rekeyed=changed,
     )
+
+
+def _reopened(
+    scope: Scope, old_base: str, old_id: str, new_base: str, request_ids: Sequence[str]
+) -> str:
+    """The id of a fact reopened after a retraction (`schemas.ids.reopened_fact_id`), moved
+    from the old base id to the new one; the old id when the request is no longer known."""
+    for request_id in request_ids:
+        if ids.reopened_fact_id(scope.tenant_id, scope.ns, old_base, request_id) == old_id:
+            return ids.reopened_fact_id(scope.tenant_id, scope.ns, new_base, request_id)
+    return old_id
 
 
 def _still_stating(

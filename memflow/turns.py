@@ -21,6 +21,7 @@ import polars as pl
 
 from memflow import landing
 from memflow.rekey import rekey_turn_keys, stale_duplicate_files
+from memflow.retractions import retract_payload
 from schemas import ids
 from schemas.redaction import redact, redact_json, redact_with_count
 from schemas.rules import TimeWindow
@@ -158,14 +159,16 @@ def ingest_turns(
     for row in read.turns.sort("ts", "source_file", "line_no").to_dicts():
         content, n = redact_with_count(row.get("content") or "")
         tool_triples, n_tool = _tool_triples(row.get("tool_input_json"))
-        update.redactions += n + n_tool
+        tool_retract, n_retract = retract_payload(row.get("tool_name"), row.get("tool_input_json"))
+        update.redactions += n + n_tool + n_retract
         new_turns.append(
             {
                 **{c: row.get(c) for c in RAW_TURNS if c in row},
                 "content": content,
                 "content_sha256": ids.sha256_text(content),
                 "tool_triples": tool_triples,
-                "redactions": n + n_tool,
+                "tool_retract": tool_retract,
+                "redactions": n + n_tool + n_retract,
             }
         )
     turns_new = conform(

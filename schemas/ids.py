@@ -239,6 +239,12 @@ def fact_id(tenant_id: str, ns: str, subject_id: str, predicate: str, object_id:
     return "f_" + _digest(tenant_id, ns, subject_id, predicate, object_id)
 
 
+def reopened_fact_id(tenant_id: str, ns: str, fact_id: str, request_id: str) -> str:
+    """The id of a fact restated after the retraction `request_id` closed `fact_id` (the same
+    subject, predicate and object, a new period of validity: `memflow.retractions`)."""
+    return "f_" + _digest(tenant_id, ns, fact_id, "reopened after", request_id)
+
+
 def turn_key(tenant_id: str, ns: str, session_id: str, turn_id: str) -> str:
     return "t_" + _digest(tenant_id, ns, session_id, turn_id)
 

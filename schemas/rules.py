@@ -22,6 +22,9 @@ EXPLICIT_CONFIDENCE = 1.0
 # A fact keeps the turns that stated it (`sources`), first statement first, up to this many:
 # a fact restated more often keeps its first ones (the list only grows, so it settles).
 MAX_FACT_SOURCES = 32
+# A retraction's reason and requester are kept (redacted) up to these many characters.
+MAX_RETRACT_REASON_CHARS = 500
+MAX_RETRACT_BY_CHARS = 200
 
 PREDICATE_PATTERN = r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$"
 # An org or repo name. Python checks it with `fullmatch` (its `$` would accept a trailing
@@ -69,6 +72,8 @@ class Reason:
     TS_BEFORE_HISTORY_START = "ts_before_history_start"
     TS_IN_FUTURE = "ts_in_future"
     DUPLICATE_TURN = "duplicate_turn"
+    BAD_RETRACTION = "bad_retraction"  # a retract_facts item memflow cannot read
+    RETRACT_UNKNOWN = "retract_unknown"  # a retraction that matched no open fact
 
 
 # ------------------------------------------------------------------------------ time window

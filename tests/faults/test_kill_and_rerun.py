@@ -42,6 +42,7 @@ NOTHING: Callable[[], None] = _nothing
 SCOPE = Scope("acme", "big")
 DAY = "2026-11-02"
 FACTS_TOTAL = 3000
+FACTS_STAGE = ("validated_facts", "entities", "quarantine", "fact_merges", "retractions")
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -70,10 +71,11 @@ def world(tmp_path_factory: pytest.TempPathFactory):
             "extracted_triples",
             "extraction_rejects",
             "extraction_log",
+            "retraction_requests",
         ).wait(300)
         == 0
     )
-    assert child(w, "validated_facts", "entities", "quarantine", "fact_merges").wait(300) == 0
+    assert child(w, *FACTS_STAGE).wait(300) == 0
     yield w
     stop_lite_server(data)
 
