@@ -50,6 +50,7 @@ from schemas.triples import TurnContext, clean_name, reject_row, resolve_fact_id
 FACT_ID = re.compile(r"f_[0-9a-f]{16}")
 ENTITY_ID = re.compile(r"e_[0-9a-f]{16}")
 _KEPT = ("retract", "reason", "by")  # what memflow applies of the tool's input
+_UNREADABLE = "_unreadable"  # tool_retract holds only this when the input could not be read
 _ITEM_KEYS = {"fact_id": ("fact_id",), "triple": ("subject", "predicate", "object")}
 
 
@@ -61,11 +62,14 @@ def retract_payload(tool_name: str | None, tool_input_json: str | None) -> tuple
     `retract`, `reason` and `by`), and how many secrets went; (None, 0) for other turns."""
     if tool_name != RETRACT_TOOL or tool_input_json is None:
         return None, 0
-    value = json.loads(tool_input_json)
-    kept = {k: value[k] for k in _KEPT if k in value} if isinstance(value, dict) else value
-    text = json.dumps(kept, ensure_ascii=False, sort_keys=True)
-    _, found = redact_with_count(text)
-    return json.dumps(redact_json(kept), ensure_ascii=False, sort_keys=True), found
+    try:
+        value = json.loads(tool_input_json)
+        kept = {k: value[k] for k in _KEPT if k in value} if isinstance(value, dict) else value
+        text = json.dumps(kept, ensure_ascii=False, sort_keys=True)
+        _, found = redact_with_count(text)
+        return json.dumps(redact_json(kept), ensure_ascii=False, sort_keys=True), found
+    except (RecursionError, ValueError):
+        return json.dumps({_UNREADABLE: "tool_input is nested too deeply to be read"}), 0
 
 
 def is_retraction(tool_name: object) -> bool:
@@ -86,7 +90,12 @@ def requests_from_turn(payload: str | None, ctx: TurnContext) -> tuple[list[dict
 
     if payload is None:
         return [], [bad("the retract turn carries no input memflow kept; land it again", "")]
-    value = json.loads(payload)
+    try:
+        value = json.loads(payload)
+    except ValueError:
+        return [], [bad("the retract turn's stored input is not JSON", payload)]
+    if isinstance(value, dict) and _UNREADABLE in value:
+        return [], [bad(str(value[_UNREADABLE]), "")]
     if not isinstance(value, dict) or not isinstance(value.get("retract"), list):
         return [], [bad("tool_input.retract must be a list of items", value)]
     extras = {k: value.get(k) for k in ("reason", "by")}

@@ -355,3 +355,14 @@ def test_validity_follows_the_last_event_before_any_time(
         assert valid(built, when) == expected, (when, events)
     again = tenant.build()
     assert again.facts.sort("fact_id").equals(built.facts.sort("fact_id"))
+
+
+def test_an_input_nested_too_deeply_is_a_reject_not_a_crash() -> None:
+    raw = '{"retract": [' + "[" * 5000 + '{"entity": "x"}' + "]" * 5000 + "]}"  # as landed
+    payload, _ = retract_payload(RETRACT_TOOL, raw)
+    tenant = Tenant()
+    tenant._turn("t1", 0, RETRACT_TOOL, {"retract": []})
+    tenant.turns[0]["tool_retract"] = payload
+    report = extract_day(SCOPE, tenant.frame(), None)
+    (reject,) = report.rejects.to_dicts()
+    assert reject["reason"] == Reason.BAD_RETRACTION and "nested" in reject["detail"]
