@@ -45,7 +45,7 @@ from datetime import datetime
 import polars as pl
 
 from memflow.rekey import needs_rekey, rekey_facts, remap_supersedes
-from memflow.retractions import apply_retractions, plan_generations, reopen, unknown_rejects
+from memflow.retractions import ITEM_COLUMNS, apply_retractions, plan_generations, reopen
 from schemas import ids, rules
 from schemas.redaction import redact
 from schemas.rules import MAX_RECORD_CHARS, Reason
@@ -99,12 +99,15 @@ def _reject_rows(
     rows: list[dict],
     reason_of: str | None = None,
     severity: str = rules.SEVERITY_ERROR,
+    record_keys: tuple[str, ...] = ("subject", "predicate", "object", "confidence"),
 ) -> list[dict]:
+    """Quarantine rows of the validation stage; a row's own `detail` (redacted) wins over the
+    reason's, and its triple or request id makes the reject id."""
     out = []
     for row in rows:
         reason = reason_of or row["reason"]
         record = json.dumps(
-            {k: row.get(k) for k in ("subject", "predicate", "object", "confidence")},
+            {k: row.get(k) for k in record_keys},
             default=str,
             sort_keys=True,
         )
@@ -117,13 +120,13 @@ def _reject_rows(
                     scope.ns,
                     "validation",
                     reason,
-                    row.get("triple_id") or record,
+                    row.get("triple_id") or row.get("request_id") or record,
                 ),
                 "tenant_id": scope.tenant_id,
                 "ns": scope.ns,
                 "stage": "validation",
                 "reason": reason,
-                "detail": _detail(reason),
+                "detail": redact(row["detail"]) if row.get("detail") else _detail(reason),
                 "source_file": None,
                 "line_no": None,
                 "session_id": row.get("session_id"),
@@ -284,7 +287,9 @@ def build_facts(
         reject_rows.extend(_reject_rows(scope, [row], reason, rules.SEVERITY_WARNING))
     applied = apply_retractions(facts, plan, requests)
     facts = applied.facts
-    reject_rows.extend(unknown_rejects(scope, applied.unknown))
+    reject_rows.extend(
+        _reject_rows(scope, applied.unknown, Reason.RETRACT_UNKNOWN, record_keys=ITEM_COLUMNS)
+    )
 
     entities = _entities(scope, good, prev_e, facts)
     rejects = conform(

@@ -50,6 +50,8 @@ from schemas.triples import TurnContext, clean_name, reject_row, resolve_fact_id
 FACT_ID = re.compile(r"f_[0-9a-f]{16}")
 ENTITY_ID = re.compile(r"e_[0-9a-f]{16}")
 _KEPT = ("retract", "reason", "by")  # what memflow applies of the tool's input
+# A request's columns that say what it names (a `retract_unknown` quarantine record).
+ITEM_COLUMNS = ("kind", "fact_id", "subject", "predicate", "object", "entity")
 _UNREADABLE = "_unreadable"  # tool_retract holds only this when the input could not be read
 _ITEM_KEYS = {"fact_id": ("fact_id",), "triple": ("subject", "predicate", "object")}
 
@@ -352,7 +354,8 @@ def reopen(good: pl.DataFrame, plan: Plan) -> pl.DataFrame:
 class Applied:
     facts: pl.DataFrame
     retractions: pl.DataFrame
-    unknown: list[dict]  # requests that closed nothing, with a detail
+    unknown: list[dict]  # requests that closed nothing, with a `detail` (memflow.facts
+    # quarantines them as retract_unknown)
     closed: int = 0
 
 
@@ -431,42 +434,3 @@ def _nothing(request: dict) -> str:
         f"no open fact ({request['subject']!r} {request['predicate']} {request['object']!r}) "
         f"at {at}"
     )
-
-
-def unknown_rejects(scope: Scope, unknown: list[dict]) -> list[dict]:
-    """Quarantine rows (stage validation, `retract_unknown`, severity error) for requests
-    that closed nothing."""
-    out = []
-    for request in unknown:
-        record = json.dumps(
-            {
-                k: request[k]
-                for k in ("kind", "fact_id", "subject", "predicate", "object", "entity")
-            },
-            sort_keys=True,
-        )
-        record = (redact(record) or "")[: rules.MAX_RECORD_CHARS]
-        out.append(
-            {
-                "reject_id": ids.stable_id(
-                    "q_",
-                    scope.tenant_id,
-                    scope.ns,
-                    "validation",
-                    Reason.RETRACT_UNKNOWN,
-                    request["request_id"],
-                ),
-                "tenant_id": scope.tenant_id,
-                "ns": scope.ns,
-                "stage": "validation",
-                "reason": Reason.RETRACT_UNKNOWN,
-                "detail": redact(request["detail"]),
-                "source_file": None,
-                "line_no": None,
-                "session_id": request["session_id"],
-                "turn_id": request["turn_id"],
-                "record": record,
-                "severity": rules.SEVERITY_ERROR,
-            }
-        )
-    return out

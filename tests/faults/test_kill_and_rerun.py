@@ -24,6 +24,7 @@ from resources.vector.ledger import EmbeddingLedger, vector_table
 from resources.vector.lite_server import stop_lite_server
 from resources.vector.sync import vectors_equal_table
 from schemas.scope import Scope
+from tests.pipeline.conftest import FACTS, INGEST
 from tests.pipeline.landing_fixtures import save, turn, write_jsonl
 from tests.support.embeddings_server import EmbeddingsServer, Fault
 from tests.support.gremlin import DedicatedJanusGraph
@@ -43,16 +44,8 @@ NOTHING: Callable[[], None] = _nothing
 SCOPE = Scope("acme", "big")
 DAY = "2026-11-02"
 FACTS_TOTAL = 3000
-FACTS_STAGE = ("validated_facts", "entities", "quarantine", "fact_merges", "retractions")
-INGEST_STAGE = (
-    "raw_turns",
-    "turn_rejects",
-    "landing_files",
-    "extracted_triples",
-    "extraction_rejects",
-    "extraction_log",
-    "retraction_requests",
-)
+FACTS_STAGE = tuple(FACTS)  # the multi-assets of the facts and ingest stages, whole
+INGEST_STAGE = tuple(INGEST)
 ROOT = Path(__file__).resolve().parents[2]
 
 

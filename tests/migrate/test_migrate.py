@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from resources.graph.sqlite import SqliteGraphStore
 from resources.tables import TableStore
 from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
+from tests.support.old_code import CLI, run_ok, unpack
 
 pytestmark = pytest.mark.slow
 
@@ -58,10 +58,7 @@ def _env(extract_log: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def _run(cmd: list[str], env: dict[str, str], cwd: Path) -> str:
-    done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, f"{cmd} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
+_run = run_ok
 
 
 def _rekeyed(df: pl.DataFrame, asset: str, key: str, scope: Scope) -> list[str]:
@@ -92,21 +89,11 @@ def _calls(path: Path) -> int:
 def old_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     """A data directory and instance written by the old code, and its landing zone."""
     base = tmp_path_factory.mktemp("old-design")
-    tree = base / "tree"
-    tree.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", OLD_COMMIT], capture_output=True, timeout=120
-    )
-    assert archive.returncode == 0, (
-        f"git archive {OLD_COMMIT} failed (the old design's commit must be in the history): "
-        f"{archive.stderr.decode(errors='replace')}"
-    )
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    tree = unpack(OLD_COMMIT, base / "tree")
     data, log = base / "data", base / "old-extractor.log"
     env = _env(log, PYTHONPATH=str(tree))
-    script = "import sys; from pipelines.cli import main; sys.exit(main(sys.argv[1:]))"
     out = _run(
-        [sys.executable, "-c", script, "run", "--landing", str(tree / "landing-sample"),
+        [sys.executable, "-c", CLI, "run", "--landing", str(tree / "landing-sample"),
          "--data", str(data)],
         env,
         tree,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from resources.vector.lite_server import stop_lite_server
 from schemas.ids import norm_key
 from schemas.scope import Scope
 from tests.pipeline.landing_fixtures import save, turn, write_jsonl
+from tests.support.old_code import CLI, run_ok, unpack
 
 pytestmark = pytest.mark.slow
 
@@ -95,10 +95,7 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _run(cmd: list[str], env: dict[str, str], cwd: Path) -> str:
-    done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, f"{cmd} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
+_run = run_ok
 
 
 def memflow(*args: str | Path, cwd: Path) -> str:
@@ -108,22 +105,12 @@ def memflow(*args: str | Path, cwd: Path) -> str:
 @pytest.fixture(scope="module")
 def worlds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     base = tmp_path_factory.mktemp("upgrade-keys")
-    tree = base / "tree"
-    tree.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", OLD_COMMIT], capture_output=True, timeout=120
-    )
-    assert archive.returncode == 0, (
-        f"git archive {OLD_COMMIT} failed (the commit must be in the history): "
-        f"{archive.stderr.decode(errors='replace')}"
-    )
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    tree = unpack(OLD_COMMIT, base / "tree")
     landing = landing_zone(base / "landing")
     old, clean = base / "old", base / "clean"
-    script = "import sys; from pipelines.cli import main; sys.exit(main(sys.argv[1:]))"
     try:
         _run(
-            [sys.executable, "-c", script, "run", "--landing", str(landing), "--data", str(old)],
+            [sys.executable, "-c", CLI, "run", "--landing", str(landing), "--data", str(old)],
             _env(PYTHONPATH=str(tree)),
             tree,
         )
