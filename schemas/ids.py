@@ -11,18 +11,11 @@ import functools
 import hashlib
 import re
 import unicodedata
-
-import regex
+from types import SimpleNamespace
+from typing import Any
 
 # ---------------------------------------------------------------------- typographic variants
 
-# What renders as nothing: Unicode's Default_Ignorable_Code_Point (zero-width space, ZWJ,
-# ZWNJ, word joiner, BOM, soft hyphen, bidi marks and controls, variation selectors, ...).
-_INVISIBLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
-# Every dash (Unicode's Dash property: hyphen U+2010, non-breaking hyphen, figure, en and em
-# dashes, the minus sign U+2212, ...) becomes "-", whose meaning (a sign, a hyphen) is then
-# judged like any "-".
-_DASH = regex.compile(r"\p{Dash}")
 # Other typographic spellings of one ASCII symbol (NFKC leaves them apart).
 _SYMBOL_VARIANTS = str.maketrans(
     {
@@ -39,22 +32,44 @@ _SYMBOL_VARIANTS = str.maketrans(
 )
 # Scripts whose look-alike letters fold into a word's dominant script (Unicode confusables).
 _FOLD_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK")
-_SCRIPT_OF = {s: regex.compile(rf"\p{{Script={s.title()}}}") for s in _FOLD_SCRIPTS}
-_LETTERS = regex.compile(r"\p{L}[\p{L}\p{M}]*")
+
+
+@functools.cache
+def _unicode() -> Any:
+    """The patterns non-ASCII names need, built on first use with `regex` (Unicode's own
+    property tables): an ASCII name, and every hook that never meets another, never loads it.
+
+    - invisible: Default_Ignorable_Code_Point (zero-width space, ZWJ, ZWNJ, word joiner, BOM,
+      soft hyphen, bidi marks and controls, variation selectors, ...);
+    - dash: Unicode's Dash property (hyphen U+2010, non-breaking hyphen, figure, en and em
+      dashes, the minus sign U+2212, ...), each read as "-", whose meaning (a sign, a hyphen)
+      is then judged like any "-";
+    - separators: ignorable between words: whitespace, ASCII punctuation without meaning of
+      its own, quotation marks and brackets of any script. Never separators: letters, digits,
+      and the symbols that carry meaning (< > = ~ ^ + # @ & * % $ ...).
+    """
+    import regex
+
+    return SimpleNamespace(
+        invisible=regex.compile(r"\p{Default_Ignorable_Code_Point}+"),
+        dash=regex.compile(r"\p{Dash}"),
+        scripts={s: regex.compile(rf"\p{{Script={s.title()}}}") for s in _FOLD_SCRIPTS},
+        letters=regex.compile(r"\p{L}[\p{L}\p{M}]*"),
+        separators=regex.compile(
+            r"[\s\-_.,;:/\\'\"`()\[\]{}|!?\p{Quotation_Mark}\p{Ps}\p{Pe}\u3001\u3002\u30fb\u00b7]+"
+        ),
+        spaces=regex.compile(r"\s+"),
+    )
+
 
 # ------------------------------------------------------------------------------ separators
 
-# Ignorable between words: whitespace, ASCII punctuation without meaning of its own, quotation
-# marks and brackets of any script. Never separators: letters, digits, and the symbols that
-# carry meaning (< > = ~ ^ + # @ & * % $ ...).
-_SEPARATORS = regex.compile(
-    r"[\s\-_.,;:/\\'\"`()\[\]{}|!?\p{Quotation_Mark}\p{Ps}\p{Pe}\u3001\u3002\u30fb\u00b7]+"
-)
 # The same for ASCII text (most names), with the standard library's faster engine.
 # (Whitespace as Unicode's White_Space has it in ASCII, as `regex` reads \s; Python's \s would
 # also take \x1c-\x1f.)
 _ASCII_SEPARATORS = re.compile(r"[ \t\n\r\f\v\-_.,;:/\\'\"`()\[\]{}|!?]+")
 # An ASCII name without these has no separator that could carry meaning: all of them go.
+_ASCII_SPACES = re.compile(r"[ \t\n\r\f\v]+")
 _ASCII_CONTEXT = re.compile(r"[-.:!]|\d[ \t\n\r\f\v_,;/\\'\"`()\[\]{}|?]+\d")
 # Characters that mark the start of a word and so carry meaning there: a sign ("-1"), a flag
 # ("--force"), a leading dot (".NET", ".env", ".5"), colons ("::1", ":memory:").
@@ -117,21 +132,22 @@ def canonical_text(name: str) -> str:
     word is "a")."""
     if name.isascii():
         return name.lower()
-    text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", name))
-    text = _DASH.sub("-", text).translate(_SYMBOL_VARIANTS)
+    rx = _unicode()
+    text = unicodedata.normalize("NFKC", rx.invisible.sub("", name))
+    text = rx.dash.sub("-", text).translate(_SYMBOL_VARIANTS)
     text = unicodedata.normalize("NFKC", text.casefold())
-    text = _INVISIBLE.sub("", text)  # casefold and NFKC never add one; kept for idempotence
-    return text if text.isascii() else _LETTERS.sub(_fold_word, text)
+    text = rx.invisible.sub("", text)  # casefold and NFKC never add one; kept for idempotence
+    return text if text.isascii() else rx.letters.sub(_fold_word, text)
 
 
 def _script(ch: str) -> str | None:
-    for name, pattern in _SCRIPT_OF.items():
+    for name, pattern in _unicode().scripts.items():
         if pattern.match(ch):
             return name
     return None
 
 
-def _fold_word(match: regex.Match[str]) -> str:
+def _fold_word(match: Any) -> str:
     """A word mixing Latin, Cyrillic and Greek letters, written in the script most of its
     letters use (Latin on a tie): each other letter that Unicode lists as confusable with a
     letter of that script becomes it. A word in one script is left alone (a Russian word is
@@ -193,7 +209,9 @@ def _kept(run: str, before2: str, before: str, after: str) -> str:
 
 
 def _one_space(run: str) -> str:
-    return regex.sub(r"\s+", " ", run)
+    if run.isascii():
+        return _ASCII_SPACES.sub(" ", run)
+    return _unicode().spaces.sub(" ", run)
 
 
 def norm_key(name: str) -> str:
@@ -226,7 +244,8 @@ def norm_key(name: str) -> str:
         return _ASCII_SEPARATORS.sub("", text) or " ".join(text.split())
     parts: list[str] = []
     pos = 0
-    for run in (_ASCII_SEPARATORS if ascii_text else _SEPARATORS).finditer(text):
+    separators = _ASCII_SEPARATORS if ascii_text else _unicode().separators
+    for run in separators.finditer(text):
         start, end = run.span()
         parts.append(text[pos:start])
         pos = end

@@ -337,3 +337,25 @@ def test_the_review_collision_is_gone() -> None:
     from schemas.ids import turn_key
 
     assert turn_key("acme", "r", "a\x1fb", "c") != turn_key("acme", "r", "a", "b\x1fc")
+
+
+def test_ascii_names_and_the_landing_writer_never_load_the_unicode_engine() -> None:
+    """`regex` (about 50 ms to import) loads on the first non-ASCII name only: the hooks'
+    import path (memflow.landing) and ASCII names go without it, and the first non-ASCII name
+    in a fresh process keys as it does here."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, memflow.landing;"
+        "from schemas.ids import norm_key;"
+        "a = norm_key('Python <3.12'); before = 'regex' in sys.modules;"
+        "b = norm_key('p\\u0430yments\\u2011api');"
+        "print(before, 'regex' in sys.modules, a, b, sep='|')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, encoding="utf-8"
+    )
+    assert done.stdout.rstrip("\n").split("|") == [
+        "False", "True", norm_key("python <3.12"), norm_key("payments-api"),
+    ]  # fmt: skip
