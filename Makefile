@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip uv
 	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[st,dev]'
+	$(BIN)/python -m resources.models.onnx_embeddings --export
 	touch $(STAMP)
 
 ## Ingest the bundled sample landing zone through every asset, then answer a sample recall.

@@ -52,9 +52,10 @@ def _sum(tallies: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
         for group, counts in tally.items():
             into = out.setdefault(group, {"reasons": {}})
             for key, value in counts.items():
-                if key == "reasons":
+                if key in ("reasons", "planted_by_channel", "found_by_channel"):
+                    into.setdefault(key, {})
                     for reason, n in value.items():
-                        into["reasons"][reason] = into["reasons"].get(reason, 0) + n
+                        into[key][reason] = into[key].get(reason, 0) + n
                 elif key == "leaks":  # secret -> where it was found
                     for secret, places in value.items():
                         into.setdefault("leaks", {}).setdefault(secret, []).extend(places)
@@ -75,6 +76,25 @@ def _table(groups: dict[str, dict[str, Any]]) -> str:
         for key, _ in COLUMNS:
             total[key] += counts.get(key, 0)
     rows.append("| **all** | " + " | ".join(f"**{total[k]:,}**" for k, _ in COLUMNS) + " |")
+    return "\n".join(rows)
+
+
+def _channels(groups: dict[str, dict[str, Any]]) -> str:
+    """Secrets planted and found per channel (where they were planted) and source (a family
+    the redactor claims, or gitleaks' held-out rule tests), over every group."""
+    planted: dict[str, int] = {}
+    found: dict[str, int] = {}
+    for counts in groups.values():
+        for key, n in counts.get("planted_by_channel", {}).items():
+            planted[key] = planted.get(key, 0) + n
+        for key, n in counts.get("found_by_channel", {}).items():
+            found[key] = found.get(key, 0) + n
+    rows = ["| channel | source | planted | found |", "|---|---|---:|---:|"]
+    for key in sorted(planted):
+        channel, _, source = key.partition("|")
+        rows.append(f"| {channel} | {source} | {planted[key]:,} | {found.get(key, 0):,} |")
+    total_p, total_f = sum(planted.values()), sum(found.values())
+    rows.append(f"| **all** | | **{total_p:,}** | **{total_f:,}** |")
     return "\n".join(rows)
 
 
@@ -122,6 +142,8 @@ def main() -> int:
         print(run.stderr[-2000:], file=sys.stderr)
     print()
     print(_table(groups))
+    print()
+    print(_channels(groups))
     print(f"\n{seconds / 60:.1f} min on {os.cpu_count()} CPUs, pytest exit {run.returncode}")
     result = {
         "command": "HYPOTHESIS_PROFILE=fuzz " + " ".join(["python", *command[1:]]),

@@ -45,7 +45,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from anywhere: `python bench/bench_quality.py`
     sys.path.insert(0, str(ROOT))
 
+from bench.curve import summary  # noqa: E402
 from bench.netutil import free_port, wait_for_http  # noqa: E402
+from bench.recall_variants import VARIANTS  # noqa: E402
 from recall.service import RecallConfig, RecallService  # noqa: E402
 from resources.graph.base import GraphStore  # noqa: E402
 from resources.models.base import EmbeddingProvider  # noqa: E402
@@ -322,6 +324,7 @@ def evaluate(service: RecallService, bench: BenchSet, ranking: str) -> dict[str,
     latencies.sort()
     return {
         **_mean(rows),
+        "intervals": summary(rows, METRICS),
         "queries": len(rows),
         "modes": sorted({r["mode"] for r in rows}),
         "stale_answers": stale,
@@ -347,10 +350,10 @@ def start_embed_server(python: str = sys.executable) -> tuple[subprocess.Popen[b
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for_http(f"{url}/health", 180, proc=proc)
+        wait_for_http(f"{url}/health", 900, proc=proc)  # a loaded host loads torch slowly
     except TimeoutError:
         proc.kill()
-        raise RuntimeError("embedding server did not become ready in 180 s") from None
+        raise RuntimeError("embedding server did not become ready in 900 s") from None
     return proc, url
 
 
@@ -361,32 +364,6 @@ def make_stores(workdir: Path) -> tuple[GraphStore, VectorStore]:
     # The in-process search cache, as the embedded default (`open_vector_store`) uses it.
     vectors = MilvusVectorStore(str(workdir / "vectors.db"), cache_dir=workdir / "milvus-gen")
     return SqliteGraphStore(workdir / "graph.db"), vectors
-
-
-# The shipped configuration and one change each, for `--ablation`.
-VARIANTS: dict[str, RecallConfig] = {
-    "shipped": RecallConfig(),
-    "before issue 11 (rrf, no fact vectors, no dates, no spread)": RecallConfig(
-        fusion="rrf",
-        structure_weight=0.25,
-        fact_vectors=0,
-        temporal_weight=0.0,
-        spread_weight=0.0,
-    ),
-    "fusion=rrf": RecallConfig(fusion="rrf", structure_weight=0.25),
-    "no fact vectors": RecallConfig(fact_vectors=0),
-    "fact_cosine_weight=0.5": RecallConfig(fact_cosine_weight=0.5),
-    "fact_cosine_weight=1": RecallConfig(fact_cosine_weight=1.0),
-    "no spread": RecallConfig(spread_weight=0.0),
-    "no date window": RecallConfig(temporal_weight=0.0),
-    "no fact leg": RecallConfig(fact_leg=0),
-    "no lexical feedback": RecallConfig(feedback_weight=0.0),
-    "feedback_weight=0.75": RecallConfig(feedback_weight=0.75),
-    "structure_weight=0": RecallConfig(structure_weight=0.0),
-    "structure_weight=0.5": RecallConfig(structure_weight=0.5),
-    "fact_vector_weight=0.25 (entity cosine)": RecallConfig(fact_vector_weight=0.25),
-    "fuse_depth=8": RecallConfig(fuse_depth=8),
-}
 
 
 def run(
@@ -400,7 +377,9 @@ def run(
 ) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for name, config in variants.items():
-        service = RecallService(graph, vectors, provider, config=config)
+        # Quality, not speed: a loaded host must not turn an embedding into a names-only answer.
+        patient = replace(config, embed_timeout_s=120.0)
+        service = RecallService(graph, vectors, provider, config=patient)
         try:
             modes = {"lexical": evaluate(service, bench, "lexical")}
             if provider is not None:
@@ -475,6 +454,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--names-only", action="store_true", help="skip the hybrid mode")
     parser.add_argument("--ablation", action="store_true", help="also run the recall variants")
+    parser.add_argument(
+        "--variants", help="with --ablation: only these variants (names separated by |)"
+    )
+    parser.add_argument(
+        "--embedder",
+        choices=("onnx", "server"),
+        default="onnx",
+        help="onnx: the bundled model in-process through ONNX Runtime (default); server: "
+        "memflow's embedding server (torch) through the OpenAI-compatible provider",
+    )
     parser.add_argument("--embed-url", help="use a running OpenAI-compatible embedding server")
     parser.add_argument("--embed-model", default=EMBED_MODEL)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -497,6 +486,12 @@ def project(args: argparse.Namespace) -> int:
     bench = load_set()
     print(f"benchmark set: {bench.counts()}")
     variants = VARIANTS if args.ablation else {"shipped": VARIANTS["shipped"]}
+    if args.ablation and args.variants:
+        wanted = ["shipped", *(v.strip() for v in args.variants.split("|") if v.strip())]
+        unknown = [v for v in wanted if v not in VARIANTS]
+        if unknown:
+            raise SystemExit(f"unknown variants: {unknown}; known: {list(VARIANTS)}")
+        variants = {v: VARIANTS[v] for v in dict.fromkeys(wanted)}
     server = None
     provider: EmbeddingProvider | None = None
     with tempfile.TemporaryDirectory(prefix="memflow-bench-") as tmp:
@@ -505,7 +500,12 @@ def project(args: argparse.Namespace) -> int:
             started = time.perf_counter()
             load_into(graph, bench)
             print(f"loaded graph in {time.perf_counter() - started:.1f} s")
-            if not args.names_only:
+            if not args.names_only and args.embedder == "onnx" and args.embed_url is None:
+                from bench.memo import MemoProvider
+                from resources.models.onnx_embeddings import OnnxEmbeddingProvider
+
+                provider = MemoProvider(OnnxEmbeddingProvider(args.embed_model))
+            elif not args.names_only:
                 from resources.models.openai_embeddings import OpenAIEmbeddingProvider
 
                 url = args.embed_url

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from schemas.redaction.logs import install_log_redaction
+
 # Nothing heavy at import: `memflow hook` and `memflow mcp` must start fast (polars, Dagster and
 # the models load only in the commands that need them).
 if TYPE_CHECKING:
@@ -486,6 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    install_log_redaction()
     argv = sys.argv[1:] if argv is None else argv
     direct = _passthrough(argv)
     if direct is not None:

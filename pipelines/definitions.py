@@ -13,6 +13,11 @@ from assets.turns import raw_turns
 from pipelines.jobs import ingest_job, run_job, survey_job, tenant_job
 from pipelines.resources import env_resources
 from pipelines.sensors import landing_sensor, split_failed_batches
+from schemas.redaction.logs import install_log_redaction
+
+# Every log line of the processes that load this code location (daemon, webserver, runs)
+# passes the redactor, Dagster's own log manager included.
+install_log_redaction()
 
 ALL_ASSETS = [
     extraction_model,

@@ -144,6 +144,16 @@ class Timings(_Frozen):
     total: float = 0.0
 
 
+class RerankNote(_Frozen):
+    """What the optional listwise rerank did: `reranked` false with the `reason` when the answer
+    keeps the recall's own order (budget exceeded, model error, unusable answer)."""
+
+    reranked: bool
+    reason: str | None = None
+    candidates: int = 0
+    ms: float = 0.0
+
+
 class RecallAnswer(_Frozen):
     scope: str
     as_of: datetime
@@ -156,6 +166,7 @@ class RecallAnswer(_Frozen):
     facts: list[RecalledFact] = Field(default_factory=list)
     warnings: list[RecallWarning] = Field(default_factory=list)
     timings_ms: Timings = Field(default_factory=Timings)
+    rerank: RerankNote | None = None  # set only when a rerank was asked for
     notice: str = NOTICE
 
 

@@ -68,6 +68,8 @@ class ScopeIndex:
         self.facts: list[FactRecord] = sorted(facts, key=lambda f: f.fact_id)
         # Answer-side provenance models, built on first use per fact row (recall.service).
         self.provenance: dict[int, Any] = {}
+        # Near-duplicate keys (`recall.ranking.Statement`), likewise built on first use per row.
+        self.statements: dict[int, Any] = {}
         self.fact_row: dict[str, int] = {f.fact_id: i for i, f in enumerate(self.facts)}
         n = len(self.facts)
         subj = np.empty(n, dtype=np.int32)

@@ -85,6 +85,7 @@ from recall.requests import (
     TripleItem,
 )
 from resources.settings import KEYS_FILE
+from schemas.redaction.logs import install_log_redaction
 from schemas.scope import Scope, ScopeError
 
 log = logging.getLogger("memflow.mcp")
@@ -778,6 +779,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keys-file", help="the API's keys file (default: MEMFLOW_API_KEYS_FILE)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    install_log_redaction()
     try:
         settings = McpSettings.from_env(tenant=args.tenant, client=args.client)
     except (ScopeError, ValueError) as exc:

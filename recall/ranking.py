@@ -11,15 +11,16 @@ candidate gets one value per signal, fused by `fusion`:
   a little good on two (RRF would rank them above it).
 - `rrf`: weight / (k + competition rank) per signal, k = 60 (the entity legs' fusion).
 
-Signals (weights from `recall.service.RecallConfig`):
+Signals (weights from `RankingConfig`, which `recall.service.RecallConfig.ranking` holds):
 
 - lexical (1.0): the question's BM25 against the fact's text ("subject PREDICATE object" plus
   both endpoints' aliases and types), IDF over the whole scope, with pseudo-relevance
   feedback (`recall.lexical.BM25Index.feedback_scores`): the rarest words of the facts that
   match most of the question are searched too, so "which support group did Caroline attend"
   also finds the facts about her counseling. Candidates come from the first-pass scores.
-- fact vector (`fact_vector_weight`, 0.75): the cosine of the question and the fact's text,
-  above `fact_floor` (0.3), scaled by the best cosine among the candidates.
+- fact cosine (`fact_cosine_weight`, 0.75): the cosine of the question and the fact's own
+  text (the fact-vector leg), above `fact_min_cosine` (0.3), scaled by the best cosine among the
+  candidates.
 - graph distance (`structure_weight`, 0.1): hop 1 = 1, hop 2 = 0.5 (rrf: hop 1 before hop 2
   before the facts found outside the neighbourhood). A soft prior, counted from the entry
   entities the question names (`prior_hops`: those the name leg found, alone or with the
@@ -34,8 +35,8 @@ Signals (weights from `recall.service.RecallConfig`):
 - temporal (`temporal_weight`, 0.5): when the question names a day or a month
   (`recall.temporal`), closeness of `valid_from` to it, 1 / (1 + days / 7); the `fact_leg`
   facts closest to that date are candidates too.
-- entity vector (`vector_weight`, off): the best cosine of the fact's endpoints among the vector
-  leg's entity hits.
+- entity cosine (`entity_cosine_weight`, off): the best cosine of the fact's endpoints' names
+  among the vector leg's entity hits.
 
 Ties go to higher confidence, then the newer fact, then the fact id. `bench/bench_quality.py
 --ablation` and `bench/bench_locomo.py` (tuned on conv-41..44 only) measure each choice.
@@ -43,15 +44,77 @@ Ties go to higher confidence, then the newer fact, then the fact id. `bench/benc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 import numpy as np
 
 from recall.cache import FunctionalPredicates, ScopeIndex
 from recall.fusion import RRF_K
+from recall.lexical import tokenize
 
 FUSIONS = ("cc", "rrf")
+
+
+@dataclass(frozen=True, slots=True)
+class RankingConfig:
+    """How candidate facts are gathered and scored; weights are relative to lexical = 1.
+    The defaults are what the quality benchmarks chose (bench/bench_quality.py)."""
+
+    fusion: str = "cc"  # "cc": weighted sum of scaled scores; "rrf": reciprocal ranks
+    rrf_k: int = RRF_K  # the k of `fusion="rrf"`
+    fact_leg: int = 20  # facts the scope-wide fact BM25 (and a named date) may add
+    structure_weight: float = 0.1  # graph distance from the entry entities the question names
+    fact_cosine_weight: float = 0.75  # the fact's own text's cosine with the question
+    fact_min_cosine: float = 0.3  # the fact-vector leg's floor (worth nothing in `cc`)
+    entity_cosine_weight: float = 0.0  # the best cosine of the fact's endpoints' names
+    temporal_weight: float = 0.5  # closeness of valid_from to a day or month the query names
+    spread_weight: float = 0.25  # activation spread from the best facts through their entities
+    spread_seeds: int = 10
+    spread_beta: float = 1.0  # an entity's activation is divided by its degree ** beta
+    # The question's own entities (named in full, the most specific ones): facts touching one
+    # come before facts about a neighbour; 1 / sqrt(degree) of the weight. Off: at 0.25 it cost
+    # LoCoMo's held-out half 0.003 of recall@10 (interval -0.005..-0.001, BENCHMARKS.md).
+    focus_weight: float = 0.0
+    # Near-duplicates (the same statement in other words) of a fact ranked above them are moved
+    # below the first `distinct_top` places (0: off).
+    distinct_top: int = 10
+
+    def __post_init__(self) -> None:
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name != "fusion" and not (
+                isinstance(value, int | float) and 0 <= value < math.inf
+            ):
+                raise ValueError(f"{f.name} must be a finite number >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """One query's values per fact row (entity row for `entity_cosine`).
+
+    `hops`: the hop from the entry entities (0 = outside the neighbourhood); `valid`: valid at
+    `as_of`; `lexical`: the fact BM25 score (feedback included); `lexical_seed`: the scores the
+    `fact_leg` candidates are chosen by (None: `lexical`; the service passes the first-pass
+    scores, so feedback re-ranks facts but brings in no candidates of its own); `prior_hops`:
+    the hop from the entry entities the question names (the graph-distance prior; None:
+    `hops`); `fact_cosine`: the fact-vector leg's cosine (0 = not a hit; None without the leg);
+    `temporal`: days from valid_from to a date the question names (inf = far; None when it
+    names none); `entity_cosine`: per entity row, the vector leg's cosine (0 = not a hit)."""
+
+    hops: np.ndarray
+    valid: np.ndarray
+    lexical: np.ndarray
+    lexical_seed: np.ndarray | None = None
+    prior_hops: np.ndarray | None = None
+    fact_cosine: np.ndarray | None = None
+    temporal: np.ndarray | None = None
+    entity_cosine: np.ndarray | None = None
+    focus: np.ndarray | None = None  # per entity row: the question names it (most specific)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,56 +133,24 @@ def competition_rank(values: np.ndarray) -> np.ndarray:
     return np.searchsorted(order, -values, side="left") + 1
 
 
-def select_facts(
-    index: ScopeIndex,
-    hops: np.ndarray,
-    valid: np.ndarray,
-    *,
-    lexical: np.ndarray,
-    entity_cosine: np.ndarray | None,
-    limit: int,
-    functional: FunctionalPredicates,
-    fact_leg: int = 0,
-    k: int = RRF_K,
-    structure_weight: float = 0.1,
-    vector_weight: float = 0.0,
-    fact_cosine: np.ndarray | None = None,
-    fact_vector_weight: float = 0.75,
-    fact_floor: float = 0.3,
-    temporal: np.ndarray | None = None,
-    temporal_weight: float = 0.5,
-    spread_weight: float = 0.25,
-    spread_seeds: int = 10,
-    spread_beta: float = 1.0,
-    fusion: str = "cc",
-    prior_hops: np.ndarray | None = None,
-    lexical_seed: np.ndarray | None = None,
-) -> list[Selected]:
-    """Up to `limit` facts, best first, contradicting facts kept next to each other.
-
-    Per fact row: `hops` the hop (0 = outside the neighbourhood), `prior_hops` the hop from
-    the entry entities the question names (the graph-distance prior; None: `hops`), `lexical`
-    the fact BM25 score, `fact_cosine` the fact-vector leg's cosine (0 = not a hit; None
-    without the leg), `temporal` the distance in days of valid_from to a date the question
-    names (inf = far; None when it names none). `entity_cosine` is per entity row (0 = not a
-    hit). `lexical_seed`: the fact BM25 scores the `fact_leg` candidates are chosen by (default
-    `lexical`; the service passes the first-pass scores, so lexical feedback re-ranks facts but
-    brings in no candidates of its own)."""
-    if fusion not in FUSIONS:
-        raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}")
-    candidates = hops > 0
+def candidates_of(signals: Signals, config: RankingConfig) -> np.ndarray:
+    """The candidate fact rows, sorted: the neighbourhood, the best `fact_leg` facts by the
+    fact BM25, every fact-vector hit, and the `fact_leg` facts closest to a named date."""
+    valid, fact_leg = signals.valid, config.fact_leg
+    candidates = signals.hops > 0
     if fact_leg > 0:
-        seed = lexical if lexical_seed is None else lexical_seed
+        seed = signals.lexical if signals.lexical_seed is None else signals.lexical_seed
         scored = np.flatnonzero(valid & (seed > 0))
         if scored.size:
             best = scored[np.argsort(-seed[scored], kind="stable")[:fact_leg]]
             candidates = candidates.copy()
             candidates[best] = True
-    if fact_cosine is not None:
+    if signals.fact_cosine is not None:
         # Every fact the fact-vector leg returned (the store's top k) is a candidate, wherever
         # it sits in the graph.
-        candidates = candidates | (valid & (fact_cosine > 0))
-    if temporal is not None and temporal_weight > 0 and fact_leg > 0:
+        candidates = candidates | (valid & (signals.fact_cosine > 0))
+    temporal = signals.temporal
+    if temporal is not None and config.temporal_weight > 0 and fact_leg > 0:
         # A question that names a date and little else ("what happened on 16 June, 2023?")
         # still has candidates: the `fact_leg` facts closest to the date.
         near = np.flatnonzero(valid & np.isfinite(temporal))
@@ -127,12 +158,16 @@ def select_facts(
             closest = near[np.argsort(temporal[near], kind="stable")[:fact_leg]]
             candidates = candidates.copy()
             candidates[closest] = True
-    rows = np.flatnonzero(candidates)
-    if rows.size == 0 or limit <= 0:
-        return []
+    return np.flatnonzero(candidates)
 
+
+def score_candidates(
+    index: ScopeIndex, rows: np.ndarray, signals: Signals, config: RankingConfig
+) -> np.ndarray:
+    """Each candidate row's fused score (higher is better)."""
     score = np.zeros(rows.size, dtype=np.float64)
-    cc = fusion == "cc"
+    cc = config.fusion == "cc"
+    k = config.rrf_k
 
     def add(mask: np.ndarray, values: np.ndarray, weight: float, top: float = 0.0) -> None:
         """One signal, `values` (higher is better) where `mask`: RRF adds weight / (k + rank),
@@ -146,49 +181,71 @@ def select_facts(
         top = top or float(v.max())
         score[mask] += weight * (v / top) if top > 0 else weight
 
-    hop = (hops if prior_hops is None else prior_hops)[rows].astype(np.int64)
-    if structure_weight > 0:
+    prior = signals.hops if signals.prior_hops is None else signals.prior_hops
+    hop = prior[rows].astype(np.int64)
+    if config.structure_weight > 0:
         if cc:
-            score += structure_weight * np.select([hop == 1, hop == 2], [1.0, 0.5], 0.0)
+            score += config.structure_weight * np.select([hop == 1, hop == 2], [1.0, 0.5], 0.0)
         else:
             # Facts the fact leg found outside the neighbourhood rank after every hop.
-            score += structure_weight / (k + np.where(hop > 0, hop, 3))
+            score += config.structure_weight / (k + np.where(hop > 0, hop, 3))
 
-    lex = lexical[rows]
+    lex = signals.lexical[rows]
     add(lex > 0, lex, 1.0)
 
-    if fact_cosine is not None:
-        cos = fact_cosine[rows]
+    if signals.focus is not None and config.focus_weight > 0:
+        # Diluted by the entity's degree, as the spread is: a hub the question names (a
+        # speaker, "user") tells its thousand facts apart no better than a neighbour's.
+        weight = signals.focus / np.sqrt(np.maximum(index.entity_degree, 1))
+        own = np.maximum(weight[index.fact_subject[rows]], weight[index.fact_object[rows]])
+        add(own > 0, own, config.focus_weight, 1.0)
+
+    if signals.fact_cosine is not None:
+        cos = signals.fact_cosine[rows]
         near = cos > 0
         if cc:
             # Cosines above the floor, scaled by the best one: the floor is worth nothing.
-            cos = np.where(near, np.maximum(cos - fact_floor, 1e-6), 0.0)
-        add(near, cos, fact_vector_weight)
+            cos = np.where(near, np.maximum(cos - config.fact_min_cosine, 1e-6), 0.0)
+        add(near, cos, config.fact_cosine_weight)
 
-    if entity_cosine is not None and vector_weight > 0:
-        cos = np.maximum(
-            entity_cosine[index.fact_subject[rows]], entity_cosine[index.fact_object[rows]]
-        )
-        add(cos > 0, cos, vector_weight)
+    if signals.entity_cosine is not None and config.entity_cosine_weight > 0:
+        ent = signals.entity_cosine
+        cos = np.maximum(ent[index.fact_subject[rows]], ent[index.fact_object[rows]])
+        add(cos > 0, cos, config.entity_cosine_weight)
 
-    if temporal is not None and temporal_weight > 0:
-        dist = temporal[rows]
+    if signals.temporal is not None and config.temporal_weight > 0:
+        dist = signals.temporal[rows]
         inside = np.isfinite(dist)
         closeness = 1.0 / (1.0 + np.where(inside, dist, 0.0) / 7.0)
-        add(inside, closeness, temporal_weight, 1.0)
+        add(inside, closeness, config.temporal_weight, 1.0)
 
-    if spread_weight > 0 and spread_seeds > 0:
-        seeds = np.argsort(-score, kind="stable")[:spread_seeds]
+    if config.spread_weight > 0 and config.spread_seeds > 0:
+        seeds = np.argsort(-score, kind="stable")[: config.spread_seeds]
         seeds = seeds[score[seeds] > 0]
         if seeds.size:
             subj, obj = index.fact_subject, index.fact_object
             act = np.zeros(len(index.entity_ids), dtype=np.float64)
             np.add.at(act, subj[rows[seeds]], score[seeds])
             np.add.at(act, obj[rows[seeds]], score[seeds])
-            act /= np.maximum(index.entity_degree, 1) ** spread_beta
+            act /= np.maximum(index.entity_degree, 1) ** config.spread_beta
             reach = act[subj[rows]] + act[obj[rows]]
-            add(reach > 0, reach, spread_weight)
+            add(reach > 0, reach, config.spread_weight)
+    return score
 
+
+def select_facts(
+    index: ScopeIndex,
+    signals: Signals,
+    config: RankingConfig,
+    *,
+    limit: int,
+    functional: FunctionalPredicates,
+) -> list[Selected]:
+    """Up to `limit` facts, best first, contradicting facts kept next to each other."""
+    rows = candidates_of(signals, config)
+    if rows.size == 0 or limit <= 0:
+        return []
+    score = score_candidates(index, rows, signals, config)
     order = np.lexsort(
         (
             rows,  # fact rows are sorted by fact_id
@@ -206,9 +263,81 @@ def select_facts(
         at = int(np.searchsorted(rows, row))
         return float(score[at]) if at < rows.size and rows[at] == row else 0.0
 
-    return _with_contradictions(
-        index, hops, valid, ranked, ranked_score, score_of, limit, functional
+    taken = _with_contradictions(
+        index, signals.hops, signals.valid, ranked, ranked_score, score_of, limit, functional
     )
+    return distinct_first(index, taken, config.distinct_top)
+
+
+class Statement(NamedTuple):
+    """What near-duplicate detection compares of a fact: its entity rows and words."""
+
+    subject: int
+    object: int
+    predicate: str
+    predicate_words: frozenset[str]
+    subject_words: frozenset[str]
+    object_words: frozenset[str]
+
+    @classmethod
+    def of(cls, index: ScopeIndex, row: int) -> Statement:
+        known = index.statements.get(row)
+        if known is not None:
+            return known  # type: ignore[no-any-return]
+        f = index.facts[row]
+        made = index.statements[row] = cls(
+            int(index.fact_subject[row]),
+            int(index.fact_object[row]),
+            f.predicate,
+            frozenset(tokenize(f.predicate)),
+            frozenset(tokenize(f.subject)),
+            frozenset(tokenize(f.object)),
+        )
+        return made
+
+
+def _nested(a: frozenset[str], b: frozenset[str]) -> bool:
+    return bool(a and b) and (a <= b or b <= a)
+
+
+def near_duplicates(a: Statement, b: Statement) -> bool:
+    """Two statements say the same in other words: the same two entities and predicates
+    sharing a word ("VOLUNTEERS_AT" / "STARTED_VOLUNTEERING_AT"), or the same predicate and
+    one end, the other end's words one inside the other ("the homeless shelter" / "homeless
+    shelter")."""
+    if {a.subject, a.object} == {b.subject, b.object}:
+        return bool(a.predicate_words & b.predicate_words)
+    if a.predicate != b.predicate:
+        return False
+    if a.subject == b.subject:
+        return _nested(a.object_words, b.object_words)
+    return a.object == b.object and _nested(a.subject_words, b.subject_words)
+
+
+def distinct_first(index: ScopeIndex, taken: list[Selected], top: int) -> list[Selected]:
+    """`taken` with every near-duplicate of a fact ranked above it moved just below the first
+    `top` places (graph-aware dedup: the superseded are already gone, contradictions are kept
+    side by side, never called duplicates). Nothing is dropped."""
+    if top <= 0 or len(taken) <= 1:
+        return taken
+    head: list[Selected] = []
+    later: list[Selected] = []
+    kept: list[Statement] = []
+    for i, s in enumerate(taken):
+        if len(head) >= top:
+            return [*head, *later, *taken[i:]]
+        statement = Statement.of(index, s.row)
+        peers = set(s.contradicts)
+        if any(
+            near_duplicates(statement, k)
+            for k, r in zip(kept, head, strict=True)
+            if r.row not in peers
+        ):
+            later.append(s)
+            continue
+        head.append(s)
+        kept.append(statement)
+    return [*head, *later]
 
 
 def _with_contradictions(

@@ -37,6 +37,7 @@ from recall.service import RecallService
 from resources.models.base import EmbeddingProvider, ModelError
 from resources.settings import EMBEDDING_SETTINGS, Settings, read_settings_file
 from resources.vector.base import VectorStore
+from schemas.redaction.logs import install_log_redaction
 from schemas.rules import TimeWindow
 
 log = logging.getLogger("recall.server")
@@ -364,6 +365,7 @@ def serve(
     import uvicorn
 
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    install_log_redaction()
     app = create_server_app(cfg, public_metrics=public_metrics, settings_file=settings_file)
     log.info("keys file: %s", cfg.keys_file)
     if hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread():

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
 import numpy as np
 
@@ -40,6 +41,7 @@ from recall.answers import (
     RecalledFact,
     RecallError,
     RecallWarning,
+    RerankNote,
     SemanticUnavailable,
     Source,
     SubgraphAnswer,
@@ -49,8 +51,8 @@ from recall.answers import (
 from recall.cache import DEFAULT_MAX_SCOPES, FunctionalPredicates, ScopeIndex, ScopeIndexCache
 from recall.fusion import NAME_LEG, RRF_K, VECTOR_LEG, Fused, Ranked, positions, rrf
 from recall.gate import SkipReason, gate
-from recall.lexical import query_tokens
-from recall.ranking import FUSIONS, Selected, select_facts
+from recall.lexical import query_tokens, tokenize
+from recall.ranking import RankingConfig, Selected, Signals, select_facts
 from recall.temporal import distance_days, question_window
 from recall.vector_leg import (
     DEFAULT_COVERAGE_TTL_S,
@@ -64,7 +66,7 @@ from resources.vector.base import DEFAULT_MIN_COSINE, VectorStore, fact_vectors_
 from schemas.records import EntityRecord, FactRecord, VectorHit
 from schemas.scope import Scope
 
-__all__ = ["RecallConfig", "RecallError", "RecallService", "SemanticUnavailable"]
+__all__ = ["RankingConfig", "RecallConfig", "RecallError", "RecallService", "SemanticUnavailable"]
 
 MAX_QUERY_CHARS = 4096
 MAX_LIMIT = 200
@@ -78,8 +80,7 @@ class RecallConfig:
     fuse_depth: int = 50  # how deep each entity leg's list goes into fusion
     vector_candidates: int = 50  # k asked of the vector store
     min_cosine: float = DEFAULT_MIN_COSINE
-    rrf_k: int = RRF_K
-    fact_leg: int = 20  # facts the scope-wide fact BM25 may add outside the neighbourhood
+    rrf_k: int = RRF_K  # the k of the entity legs' reciprocal rank fusion
     # Pseudo-relevance feedback on the fact BM25 (`BM25Index.feedback_scores`): the words that
     # weigh most in the best `feedback_docs` facts, `feedback_terms` of them, searched too at
     # `feedback_weight` (0: off). Chosen on LoCoMo's tuned half (bench_locomo.py); 0.75 there
@@ -88,26 +89,31 @@ class RecallConfig:
     feedback_terms: int = 30
     feedback_weight: float = 0.5
     fact_vectors: int = 100  # k asked of the fact-vector leg (0: no fact-vector leg)
-    fact_min_cosine: float = 0.3  # the fact-vector leg's floor
-    # Fact selection (`recall.ranking`): how signals fuse and their weights (lexical = 1).
-    fusion: str = "cc"  # "cc": weighted sum of scaled scores; "rrf": reciprocal ranks
-    structure_weight: float = 0.1  # graph distance from the entry entities the question names
-    fact_cosine_weight: float = 0.75  # the fact's own cosine with the question
-    fact_vector_weight: float = 0.0  # the best cosine of the fact's endpoints (entity vectors)
-    temporal_weight: float = 0.5  # closeness of valid_from to a day or month the query names
-    spread_weight: float = 0.25  # activation spread from the best facts through their entities
-    spread_seeds: int = 10
-    spread_beta: float = 1.0  # an entity's activation is divided by its degree ** beta
+    # Fact selection (`recall.ranking`): candidates, signals, their weights and fusion.
+    ranking: RankingConfig = field(default_factory=RankingConfig)
+    rerank_candidates: int = 20  # how many of the first facts an asked-for rerank reorders
     embed_timeout_s: float = DEFAULT_EMBED_TIMEOUT_S
     coverage_ttl_s: float = DEFAULT_COVERAGE_TTL_S
     max_cached_scopes: int = DEFAULT_MAX_SCOPES
     functional: FunctionalPredicates = field(default_factory=FunctionalPredicates)
 
     def __post_init__(self) -> None:
-        if self.fusion not in FUSIONS:
-            raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}")
         if not 0 <= self.feedback_weight < math.inf:
             raise ValueError("feedback_weight must be a finite number >= 0")
+
+
+class Reranker(Protocol):
+    """A listwise reranker (`resources.models.rerank.ListwiseReranker`): the candidates' order,
+    best first, or their own order with the reason; it never raises for the model's sake."""
+
+    def rerank(self, query: str, candidates: Sequence[str]) -> RerankOutcomeLike: ...
+
+
+class RerankOutcomeLike(Protocol):
+    order: tuple[int, ...]
+    reranked: bool
+    reason: str | None
+    ms: float
 
 
 class _Clock:
@@ -150,8 +156,10 @@ class RecallService:
         *,
         current_model: str | None = None,
         config: RecallConfig | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.graph = graph
+        self.reranker = reranker
         self.config = config or RecallConfig()
         if embedder is None:
             providers: dict[str, EmbeddingProvider] = {}
@@ -193,9 +201,12 @@ class RecallService:
         hops: int = 2,
         limit: int = 40,
         k_entities: int = 8,
+        rerank: bool = False,
     ) -> RecallAnswer:
         """Facts of `scope` that answer `query`, valid at `as_of` (default: now, UTC; a naive
-        datetime is taken as UTC), from up to `k_entities` entry entities and `hops` hops."""
+        datetime is taken as UTC), from up to `k_entities` entry entities and `hops` hops.
+        `rerank`: reorder the first `rerank_candidates` facts through the service's listwise
+        reranker (off by default); the answer's `rerank` says whether it happened, and why not."""
         _check_ranking(ranking)
         _check_range("hops", hops, 1, MAX_HOPS)
         _check_range("limit", limit, 1, MAX_LIMIT)
@@ -251,13 +262,14 @@ class RecallService:
             prior = np.zeros_like(hops_of)
         clock.lap("expand")
 
-        cosine = None
-        if legs.mode != "names" and self.config.fact_vector_weight > 0:
-            cosine = np.zeros(len(index.entity_ids), dtype=np.float32)
+        weights = self.config.ranking
+        entity_cosine = None
+        if legs.mode != "names" and weights.entity_cosine_weight > 0:
+            entity_cosine = np.zeros(len(index.entity_ids), dtype=np.float32)
             for hit in legs.hits:
-                cosine[index.entity_row[hit.entity_id]] = hit.score
+                entity_cosine[index.entity_row[hit.entity_id]] = hit.score
         temporal = None
-        if self.config.temporal_weight > 0 and (window := question_window(text)) is not None:
+        if weights.temporal_weight > 0 and (window := question_window(text)) is not None:
             temporal = distance_days(index.fact_valid_from, window)
         fact_cosine = None
         if legs.fact_hits:
@@ -267,30 +279,23 @@ class RecallService:
                 row = rows.get(hit.entity_id)
                 if row is not None:
                     fact_cosine[row] = max(hit.score, 1e-6)
-        selected = select_facts(
-            index,
-            hops_of,
-            valid,
+        signals = Signals(
+            focus=_focus(index, named, tokens),
+            hops=hops_of,
+            valid=valid,
             lexical=fact_lexical,
-            entity_cosine=cosine,
-            limit=limit,
-            functional=self.config.functional,
-            fact_leg=self.config.fact_leg,
-            k=self.config.rrf_k,
-            structure_weight=self.config.structure_weight,
-            vector_weight=self.config.fact_vector_weight,
-            fact_cosine=fact_cosine,
-            fact_vector_weight=self.config.fact_cosine_weight,
-            fact_floor=self.config.fact_min_cosine,
-            temporal=temporal,
-            temporal_weight=self.config.temporal_weight,
-            spread_weight=self.config.spread_weight,
-            spread_seeds=self.config.spread_seeds,
-            spread_beta=self.config.spread_beta,
-            fusion=self.config.fusion,
-            prior_hops=prior,
             lexical_seed=fact_seed,
+            prior_hops=prior,
+            fact_cosine=fact_cosine,
+            temporal=temporal,
+            entity_cosine=entity_cosine,
         )
+        selected = select_facts(
+            index, signals, weights, limit=limit, functional=self.config.functional
+        )
+        note = None
+        if rerank:  # its own time is in the note; "select" includes it
+            selected, note = self._rerank(index, text, selected)
         facts = [_recalled(index, s) for s in selected]
         clock.lap("select")
         return RecallAnswer(
@@ -303,7 +308,38 @@ class RecallService:
             facts=facts,
             warnings=warnings,
             timings_ms=clock.timings(),
+            rerank=note,
         )
+
+    def _rerank(
+        self, index: ScopeIndex, query: str, selected: list[Selected]
+    ) -> tuple[list[Selected], RerankNote]:
+        """The first `rerank_candidates` facts in the reranker's order (a fact and the facts
+        contradicting it move together, as one candidate), the rest after them unchanged."""
+        if self.reranker is None:
+            return selected, RerankNote(reranked=False, reason="no_reranker")
+        head = selected[: self.config.rerank_candidates]
+        units: list[list[Selected]] = []
+        unit_of: dict[int, int] = {}
+        for s in head:
+            joined = next((unit_of[r] for r in s.contradicts if r in unit_of), None)
+            if joined is None:
+                joined = len(units)
+                units.append([])
+            units[joined].append(s)
+            unit_of[s.row] = joined
+        texts = [_candidate_text(index.facts[u[0].row]) for u in units]
+        outcome = self.reranker.rerank(query, texts)
+        note = RerankNote(
+            reranked=outcome.reranked,
+            reason=outcome.reason,
+            candidates=len(units),
+            ms=outcome.ms,
+        )
+        if not outcome.reranked:
+            return selected, note
+        ordered = [s for i in outcome.order for s in units[i]]
+        return [*ordered, *selected[len(head) :]], note
 
     def _name_leg(self, index: ScopeIndex, tokens: Sequence[str]) -> list[Ranked]:
         hits = index.entity_bm25.top(tokens, self.config.fuse_depth)
@@ -343,7 +379,7 @@ class RecallService:
                     scope,
                     vector,
                     k=self.config.fact_vectors,
-                    min_cosine=self.config.fact_min_cosine,
+                    min_cosine=self.config.ranking.fact_min_cosine,
                 )
             clock.lap("vector")
         except VectorUnavailable as err:
@@ -487,6 +523,33 @@ def _clip(query: str, warnings: list[RecallWarning]) -> str:
         )
     )
     return query[:MAX_QUERY_CHARS]
+
+
+def _focus(index: ScopeIndex, named: Sequence[str], tokens: Sequence[str]) -> np.ndarray | None:
+    """Entity rows the question names in full (every word of the name or of an alias is in it)
+    and most specifically: "Melanie" is dropped when "Melanie's daughter" is named too."""
+    asked = set(tokens)
+    found: dict[int, frozenset[str]] = {}
+    for eid in named:
+        row = index.entity_row[eid]
+        e = index.entities[row] if row < index.known_entities else None
+        names = [index.entity_names[row], *(e.aliases if e else ())]
+        spans = [frozenset(tokenize(n)) for n in names]
+        best = max((w for w in spans if w and w <= asked), key=len, default=None)
+        if best is not None:
+            found[row] = best
+    if not found:
+        return None
+    mask = np.zeros(len(index.entity_ids), dtype=bool)
+    for row, words in found.items():
+        if not any(words < other for other in found.values()):
+            mask[row] = True
+    return mask
+
+
+def _candidate_text(f: FactRecord) -> str:
+    """A fact as a reranker reads it: the statement and since when it holds."""
+    return f"{f.subject} {f.predicate} {f.object} (since {f.valid_from.date().isoformat()})"
 
 
 def _card(e: EntityRecord) -> EntityCard:

@@ -5,10 +5,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from schemas.redaction import contains_secret
 from schemas.rules import SCOPE_PART
 
 _PART = re.compile(SCOPE_PART)
+
+
+def _holds_a_secret(value: str) -> bool:
+    from schemas.redaction import contains_secret
+
+    return contains_secret(value)
 
 
 class ScopeError(ValueError):
@@ -21,7 +26,9 @@ class Scope:
 
     A name that holds a secret (a token that fits the name's characters, ``ghp_...``,
     ``AKIA...``) is not valid: a scope is a directory, a partition key and a column of every
-    row, none of which is redacted, so it could never be stored without the secret."""
+    row, none of which is redacted, so it could never be stored without the secret. The
+    redaction engine loads when the first Scope is made, not when this module is imported
+    (an agent hook that only spells a tenant never loads it)."""
 
     tenant_id: str
     ns: str
@@ -35,7 +42,7 @@ class Scope:
                     f"{label} {value!r} is not a valid name "
                     "(letters, digits, '.', '_', '-'; at most 100 characters)"
                 )
-            if contains_secret(value):  # the value is not shown: it is a secret
+            if _holds_a_secret(value):  # the value is not shown: it is a secret
                 raise ScopeError(f"{label} is not a valid name (it holds a secret)")
 
     @property

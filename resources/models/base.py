@@ -12,7 +12,16 @@ DEFAULT_MAX_DIMENSIONS = 4096
 
 
 class ModelError(RuntimeError):
-    """A model call failed for good (after retries); the message names the endpoint."""
+    """A model call failed for good (after retries); the message names the endpoint.
+
+    The message is redacted when the error is made: it quotes what a model endpoint or an
+    extractor program answered (an HTTP body, the tail of stderr), and it reaches the Dagster
+    event log, compute logs and the terminal."""
+
+    def __init__(self, *args: object) -> None:
+        from schemas.redaction import redact  # the engine loads on the first error only
+
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 @dataclass(frozen=True, slots=True)

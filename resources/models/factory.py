@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from resources.models.base import DEFAULT_MAX_DIMENSIONS, EmbeddingProvider, ExtractionProvider
 
+if TYPE_CHECKING:
+    from resources.models.rerank import ListwiseReranker
+
 EXTRACTORS = ("none", "openai", "command")
-EMBEDDERS = ("none", "openai", "command", "sentence-transformers")
+EMBEDDERS = ("none", "openai", "command", "sentence-transformers", "onnx")
 
 
 def _kind(provider: str) -> str:
@@ -102,6 +106,10 @@ class EmbeddingConfig:
             from resources.models.st_embeddings import DEFAULT_MODEL
 
             return self.model or DEFAULT_MODEL
+        if self.kind == "onnx":
+            from resources.models.onnx_embeddings import DEFAULT_MODEL as ONNX_DEFAULT
+
+            return self.model or ONNX_DEFAULT
         return "" if self.kind == "none" else self.model
 
     def identity(self) -> str:
@@ -138,4 +146,45 @@ class EmbeddingConfig:
             from resources.models.st_embeddings import SentenceTransformerEmbeddingProvider
 
             return SentenceTransformerEmbeddingProvider(self.model or None)
+        if self.kind == "onnx":
+            from resources.models.onnx_embeddings import OnnxEmbeddingProvider
+
+            return OnnxEmbeddingProvider(self.model or None, max_dimensions=self.max_dimensions)
         raise ValueError(f"unknown embedding provider {self.provider!r} ({' | '.join(EMBEDDERS)})")
+
+
+RERANKERS = ("none", "openai")
+
+
+@dataclass(frozen=True, slots=True)
+class RerankConfig:
+    """The optional listwise rerank (`resources.models.rerank`): off (`none`) by default;
+    `openai` is a local chat model speaking the OpenAI API, behind the local-only guard."""
+
+    provider: str = "none"
+    base_url: str = ""
+    model: str = ""
+    api_key: str = ""
+    allow_hosts: str = ""
+    budget_s: float = 2.0
+
+    @property
+    def kind(self) -> str:
+        return _kind(self.provider)
+
+    def build(self) -> ListwiseReranker | None:
+        if self.kind == "none":
+            return None
+        if self.kind != "openai":
+            raise ValueError(f"unknown rerank provider {self.provider!r} ({' | '.join(RERANKERS)})")
+        if not self.base_url or not self.model:
+            raise ValueError("rerank provider 'openai' needs base_url and model")
+        from resources.models.rerank import ListwiseReranker
+
+        return ListwiseReranker(
+            self.base_url,
+            self.model,
+            api_key=self.api_key or None,
+            allow_hosts=hosts(self.allow_hosts),
+            budget_s=self.budget_s,
+        )

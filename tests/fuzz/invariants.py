@@ -60,11 +60,20 @@ class Counts:
     reasons: Counter[str] = field(default_factory=Counter)
     # secret (kind and first characters) -> where it was found, one entry per place
     leaks: dict[str, list[str]] = field(default_factory=dict)
+    # per channel (where a secret was planted) and source (claimed, held_out): planted, found
+    planted_by_channel: Counter[str] = field(default_factory=Counter)
+    found_by_channel: Counter[str] = field(default_factory=Counter)
+
+    def planting(self, secrets: list[Secret]) -> Counts:
+        """Count `secrets` as planted, by channel and source."""
+        self.secrets_planted += len(secrets)
+        self.planted_by_channel.update(f"{s.channel or 'other'}|{s.source}" for s in secrets)
+        return self
 
     def add(self, other: Counts) -> None:
         for name in self.__dataclass_fields__:
-            if name == "reasons":
-                self.reasons.update(other.reasons)
+            if name in ("reasons", "planted_by_channel", "found_by_channel"):
+                getattr(self, name).update(getattr(other, name))
             elif name == "leaks":
                 for secret, places in other.leaks.items():
                     self.leaks.setdefault(secret, []).extend(places)
@@ -77,6 +86,7 @@ class Counts:
             places = self.leaks.setdefault(f"{secret.kind}:{secret.secret[:6]}", [])
             if not places:
                 self.secrets_found += 1
+                self.found_by_channel[f"{secret.channel or 'other'}|{secret.source}"] += 1
             places.append(where)
 
     def assert_clean(self) -> None:
@@ -194,7 +204,7 @@ def check_domain(zone: Zone, base: Path, now: datetime) -> Counts:
     root, outside = base / "landing", base / "outside"
     secrets = zone.secrets
     state: dict[Scope, _Tenant] = {}
-    out = Counts(inputs=1, secrets_planted=len(secrets))
+    out = Counts(inputs=1).planting(secrets)
     zone.write(root, outside, waves=(0,))
     _ingest_wave(root, now, state, secrets, out)
     zone.write(root, outside, waves=(1,))
@@ -290,7 +300,7 @@ def check_data_dir(
 
     assert not failures, failures
     secrets = zone.secrets
-    out = Counts(inputs=1, secrets_planted=len(secrets))
+    out = Counts(inputs=1).planting(secrets)
     tables = TableStore(data)
     found = landing.discover(landing_dir)
     records = 0

@@ -1,9 +1,13 @@
 """Secrets the fuzz plants, and how a leak of one is recognised.
 
 A planted secret comes with its carrier: the text it travels in (a bare token, a connection
-string, an env line, a sentence). Only carriers the redactor claims are planted (the token
-families and placements of `schemas.redaction`'s docstring and its property tests), so a
-secret that reaches any output is a bug, never an unfair test.
+string, an env line, a sentence). Three sources: the token families of the property tests,
+the password carriers below (the families `schemas.redaction` claims), and the held-out third
+of gitleaks' rule tests (`bench/data/secret_corpus.jsonl`: formats memflow's own detectors do
+not name, never used to tune them; only those the redactor removes are planted, the rest is
+counted in BENCHMARKS.md). A secret that reaches any output is a bug, never an unfair test.
+Each secret records its source and the channel it was planted through (`Secret.channel`,
+set by the zone builder), so the tally reports planted and found per channel.
 
 A leak is the secret itself, or any 16-character piece of it that the redactor would not
 itself keep from the carrier alone (`marks`): a secret clipped before it was redacted leaves
@@ -12,11 +16,15 @@ pieces no detector recognises, and those count as leaks too.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import json
 import random
 import re
 import string
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from schemas.redaction import contains_secret, redact
 from tests.unit.test_redaction_properties import TOKEN_MAKERS, aws_secret
@@ -69,6 +77,22 @@ PASSWORD_CARRIERS: tuple[tuple[str, str], ...] = (
     ("mysql", "mysql -u root -p{pw} -h db app"),
     ("flag", "./manage.py migrate --db-password {pw} --noinput"),
     ("aws_prose", "my AWS secret access key is {aws}"),
+    ("url_raw", "postgres://app:{pw}/x#y@db.internal:5432/pay"),
+    ("mariadb", "mariadb -h db -u app -p{pw} payments"),
+    ("curl_proxy", "curl --proxy-user proxy:{pw} https://x.example"),
+    ("lftp", "lftp -u deploy,{pw} sftp://files.example"),
+    ("rdp", "xfreerdp /v:host /u:admin /p:{pw}"),
+    ("keytool", "keytool -list -keystore a.p12 -storepass {pw}"),
+    ("oracle", "sqlplus scott/{pw}@orcl"),
+    ("redis_conf", "requirepass {pw}"),
+    ("call_pair", 'System.setProperty("DB_PASSWORD", "{pw}");'),
+    ("go_var", 'var dbPassword string = "{pw}"'),
+    ("prose_de", "das Passwort für prod: {pw}"),
+    ("prose_ru", "пароль от базы {pw}"),
+    ("prose_it", "la password è {pw}"),
+    ("prose_vi", "mật khẩu là {pw}"),
+    ("prose_ko", "암호는 {pw}"),
+    ("typographic", "my password is “{pw}”"),
 )
 
 
@@ -80,6 +104,11 @@ class Secret:
     carrier: str
     secret: str
     marks: tuple[str, ...] = field(default=(), compare=False)
+    source: str = field(default="claimed", compare=False)  # or "held_out"
+    channel: str = field(default="", compare=False)  # where it was planted
+
+    def planted_in(self, channel: str) -> Secret:
+        return self if self.channel else dataclasses.replace(self, channel=channel)
 
     def found_in(self, haystack: str) -> bool:
         return any(m in haystack for m in self.marks)
@@ -95,12 +124,39 @@ def _marks(carrier: str, secret: str) -> tuple[str, ...]:
     return tuple(sorted(pieces, key=len, reverse=True))
 
 
-def make_secret(kind: str, carrier: str, secret: str) -> Secret:
+def make_secret(kind: str, carrier: str, secret: str, source: str = "claimed") -> Secret:
     assert secret in carrier, (kind, carrier)
     # Only what the redactor claims is planted: a carrier it does not find is a redaction bug.
     assert contains_secret(carrier), f"the redactor misses a claimed carrier: {carrier!r}"
     assert secret not in (redact(carrier) or ""), f"the redactor keeps {secret!r}"
-    return Secret(kind, carrier, secret, _marks(carrier, secret))
+    return Secret(kind, carrier, secret, _marks(carrier, secret), source)
+
+
+CORPUS = Path(__file__).resolve().parents[2] / "bench" / "data" / "secret_corpus.jsonl"
+
+
+@functools.cache
+def held_out() -> tuple[tuple[str, str, str], ...]:
+    """(rule, line, secret) of the held-out third of gitleaks' rule tests that the redactor
+    removes (one line of 2 KiB at most, a secret of 8 characters or more)."""
+    rows = [json.loads(line) for line in CORPUS.read_text().splitlines()[1:]]
+    out = []
+    for r in rows:
+        secret, text = r["secret"], r["text"]
+        if r["label"] != "tp" or r["split"] != "held_out" or len(secret) < 8:
+            continue
+        if "\n" in text or len(text) > 2048 or secret not in text:
+            continue
+        if secret not in (redact(text) or ""):
+            out.append((r["rule"], text, secret))
+    assert len(out) > 1000, len(out)
+    return tuple(out)
+
+
+def corpus_secret(rng: random.Random) -> Secret:
+    """A line of gitleaks' held-out rule tests, as it was written there."""
+    rule, text, secret = rng.choice(held_out())
+    return make_secret(f"gitleaks:{rule}", text, secret, source="held_out")
 
 
 def token(rng: random.Random, families: Iterable[str] = ID_TOKENS) -> Secret:
@@ -123,8 +179,12 @@ def password_text(rng: random.Random, carrier: str | None = None) -> Secret:
 
 
 def text_secret(rng: random.Random) -> Secret:
-    """A secret as it appears in text: a token, or a password in one of its carriers."""
-    return token(rng) if rng.random() < 0.5 else password_text(rng)
+    """A secret as it appears in text: a token, a password in one of its carriers, or a line
+    of the held-out rule tests."""
+    draw = rng.random()
+    if draw < 1 / 3:
+        return token(rng)
+    return password_text(rng) if draw < 2 / 3 else corpus_secret(rng)
 
 
 MakeSecret = Callable[[random.Random], Secret]

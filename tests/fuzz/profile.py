@@ -22,6 +22,7 @@ from tests.fuzz.invariants import Counts
 
 FUZZ = os.environ.get("HYPOTHESIS_PROFILE") == "fuzz"
 TALLY_ENV = "MEMFLOW_FUZZ_TALLY"
+_MAPPINGS = ("reasons", "leaks", "planted_by_channel", "found_by_channel")
 
 
 def fuzz_settings(default: int, fuzz: int) -> settings:
@@ -55,10 +56,8 @@ class Tally:
     def as_dict(self) -> dict[str, dict]:
         out = {}
         for group, c in self.groups.items():
-            fields = {
-                k: getattr(c, k) for k in c.__dataclass_fields__ if k not in ("reasons", "leaks")
-            }
-            out[group] = {**fields, "reasons": dict(c.reasons), "leaks": dict(c.leaks)}
+            fields = {k: getattr(c, k) for k in c.__dataclass_fields__ if k not in _MAPPINGS}
+            out[group] = {**fields, **{k: dict(getattr(c, k)) for k in _MAPPINGS}}
         return out
 
     def flush(self) -> None:

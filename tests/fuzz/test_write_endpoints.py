@@ -39,7 +39,7 @@ def test_generated_writes_never_5xx_and_ingestion_accepts_what_got_202(
 def _check_batch(batch: list[Request], api: Api) -> None:
     base = Path(tempfile.mkdtemp(prefix="memflow-fuzz-api-"))
     secrets = [s for req in batch for s in req.secrets]
-    counts = Counts(inputs=len(batch), secrets_planted=len(secrets))
+    counts = Counts(inputs=len(batch)).planting(secrets)
     try:
         accepted = []
         with client_for(api, base) as client:

@@ -469,7 +469,10 @@ class Build:
         self.counter += 1
         return str(self.counter)
 
+    channel: str = ""  # the family and variant being built: where a secret is planted
+
     def plant(self, secret: Secret) -> Secret:
+        secret = secret.planted_in(self.channel or "other")
         self.zone.secrets.append(secret)
         return secret
 
@@ -730,6 +733,7 @@ TRIPLE_FAMILIES: list[Family] = [
 
 
 def make_triple(b: Build, family: Family, variant: Any) -> Any:
+    b.channel = f"triple {variant}" if family.name == "secret" else f"triple ({family.name})"
     item = family.make(b, variant)
     b.triples.append(item)
     b.zone.families.append(f"triple:{family.name}")
@@ -1189,6 +1193,7 @@ COMMON_LINE_FAMILIES = [
 
 def make_line(b: Build, w: Where, family: Family, variant: Any) -> bytes:
     b.zone.families.append(f"line:{family.name}")
+    b.channel = f"line {variant}" if family.name == "secret" else f"line ({family.name})"
     return family.make(b, w, variant)
 
 

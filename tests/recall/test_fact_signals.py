@@ -11,6 +11,7 @@ import pytest
 
 from memflow.fact_embedding import fact_text
 from recall.answers import RecallAnswer, SemanticUnavailable
+from recall.ranking import RankingConfig
 from recall.service import RecallConfig, RecallService
 from recall.temporal import distance_days, question_window, to_us
 from resources.graph.sqlite import SqliteGraphStore
@@ -210,7 +211,7 @@ def test_a_named_day_brings_that_days_facts_forward(graph: SqliteGraphStore) -> 
     service = RecallService(graph)
     answer = service.recall(maria.scope, "What did Maria share on 16 June, 2023?")
     assert _ids(answer)[:2] == [talk.fact_id, gym.fact_id]
-    off = RecallService(graph, config=RecallConfig(temporal_weight=0.0))
+    off = RecallService(graph, config=RecallConfig(ranking=RankingConfig(temporal_weight=0.0)))
     assert _ids(off.recall(maria.scope, "What did Maria share on 16 June, 2023?"))[:2] != [
         talk.fact_id,
         gym.fact_id,
@@ -238,7 +239,7 @@ def test_spread_lifts_facts_about_the_entity_of_the_best_fact(graph: SqliteGraph
         audrey.scope, question
     )
     without = RecallService(
-        graph, config=RecallConfig(spread_weight=0.0, feedback_weight=0.0)
+        graph, config=RecallConfig(ranking=RankingConfig(spread_weight=0.0), feedback_weight=0.0)
     ).recall(audrey.scope, question)
     assert _ids(with_spread).index(breed.fact_id) < _ids(without).index(breed.fact_id)
     assert _ids(with_spread).index(breed.fact_id) == 1
@@ -246,7 +247,7 @@ def test_spread_lifts_facts_about_the_entity_of_the_best_fact(graph: SqliteGraph
 
 def test_fusion_must_be_known() -> None:
     with pytest.raises(ValueError, match="fusion"):
-        RecallConfig(fusion="max")
+        RankingConfig(fusion="max")
 
 
 def test_a_question_that_names_only_a_date_gets_that_dates_facts(graph: SqliteGraphStore) -> None:
@@ -274,7 +275,7 @@ def test_a_question_that_names_only_a_date_gets_that_dates_facts(graph: SqliteGr
 
 def test_graph_distance_is_a_prior_only_from_entry_entities_the_question_names() -> None:
     from recall.cache import FunctionalPredicates, ScopeIndex
-    from recall.ranking import select_facts
+    from recall.ranking import Signals, select_facts
 
     memory = Memory(Scope("acme", "payments"))
     near = memory.fact("payments-api", "USES_CACHE", "Redis", confidence=0.7)
@@ -287,10 +288,12 @@ def test_graph_distance_is_a_prior_only_from_entry_entities_the_question_names()
     cosine = np.full(len(index.facts), 0.8, dtype=np.float32)
 
     def order(prior: np.ndarray | None) -> list[str]:
+        signals = Signals(
+            hops, valid, lexical=np.zeros(len(index.facts)), fact_cosine=cosine, prior_hops=prior
+        )
         chosen = select_facts(
-            index, hops, valid, lexical=np.zeros(len(index.facts)), entity_cosine=None,
-            limit=10, functional=FunctionalPredicates(), fact_cosine=cosine, prior_hops=prior,
-        )  # fmt: skip
+            index, signals, RankingConfig(), limit=10, functional=FunctionalPredicates()
+        )
         assert {index.facts[s.row].fact_id: s.hop for s in chosen}[near.fact_id] == 1
         return [index.facts[s.row].fact_id for s in chosen]
 
@@ -306,7 +309,9 @@ def test_lexical_feedback_lifts_facts_about_what_the_best_facts_name(
 ) -> None:
     audrey, breed = _audrey_and_pepper(graph, "conv-f")
     question = "which dog did Audrey adopt"
-    alone = RecallConfig(spread_weight=0.0)  # the feedback without the spread's help
+    alone = RecallConfig(
+        ranking=RankingConfig(spread_weight=0.0)
+    )  # the feedback without the spread's help
     fed = RecallService(graph, config=alone).recall(audrey.scope, question)
     off = RecallService(graph, config=replace(alone, feedback_weight=0.0)).recall(
         audrey.scope, question
@@ -331,7 +336,7 @@ def test_facts_not_valid_at_as_of_never_steer_the_feedback(
     memory.load(graph)
 
     def ranked(weight: float) -> list[str]:
-        config = RecallConfig(spread_weight=0.0, feedback_weight=weight)
+        config = RecallConfig(ranking=RankingConfig(spread_weight=0.0), feedback_weight=weight)
         answer = RecallService(graph, config=config).recall(
             memory.scope,
             "which dog did Audrey adopt",
@@ -350,3 +355,44 @@ def test_facts_not_valid_at_as_of_never_steer_the_feedback(
 def test_feedback_weight_must_be_finite_and_not_negative(weight: float) -> None:
     with pytest.raises(ValueError, match="feedback_weight"):
         RecallConfig(feedback_weight=weight)
+
+
+@pytest.mark.parametrize(
+    "field", ["fact_cosine_weight", "entity_cosine_weight", "temporal_weight", "spread_beta"]
+)
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -0.1])
+def test_ranking_weights_must_be_finite_and_not_negative(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=field):
+        RankingConfig(**{field: value})
+
+
+def test_the_entity_cosine_weight_reaches_the_ranking_under_its_own_name(
+    graph: SqliteGraphStore,
+) -> None:
+    # The two cosines once crossed names between the service and the ranking: the entity
+    # cosine must change the order only when `entity_cosine_weight` is set.
+    from recall.cache import ScopeIndex
+    from recall.ranking import Signals, score_candidates
+
+    memory = Memory(Scope("acme", "cos"))
+    a = memory.fact("payments-api", "USES", "Redis")
+    b = memory.fact("billing", "USES", "Memcached")
+    index = ScopeIndex(
+        memory.scope, "v1", list(memory.entities.values()), list(memory.facts.values())
+    )
+    rows = np.arange(len(index.facts))
+    entity = np.zeros(len(index.entity_ids), dtype=np.float32)
+    entity[index.entity_row[memory.eid("billing")]] = 0.9
+    fact = np.zeros(len(index.facts), dtype=np.float32)
+    fact[index.fact_row[a.fact_id]] = 0.9
+    signals = Signals(
+        np.zeros(len(index.facts), dtype=np.int8), np.ones(len(index.facts), dtype=bool),
+        lexical=np.zeros(len(index.facts)), fact_cosine=fact, entity_cosine=entity,
+    )  # fmt: skip
+    only_fact = score_candidates(index, rows, signals, RankingConfig(spread_weight=0))
+    both = score_candidates(
+        index, rows, signals, RankingConfig(spread_weight=0, entity_cosine_weight=2.0)
+    )
+    ra, rb = index.fact_row[a.fact_id], index.fact_row[b.fact_id]
+    assert only_fact[ra] > only_fact[rb] == 0
+    assert both[rb] > both[ra]

@@ -49,13 +49,14 @@ def test_metrics_of_one_answer() -> None:
     }
     got = locomo.score_ranking(["f3", "f2", "f1"], ["D2:2", "D1:1", "D4:4", "D:1"], prov)
     assert got == {
-        "evidence_recall": 0.5,
-        "hit_rate": 1.0,
         "recall@5": 0.5,
         "recall@10": 0.5,
+        "recall@15": 0.5,
+        "recall@20": 0.5,
+        "recall@40": 0.5,
         "mrr": 0.5,
     }
-    assert locomo.score_ranking([], ["D1:1"], prov)["hit_rate"] == 0.0
+    assert locomo.score_ranking([], ["D1:1"], prov)["recall@40"] == 0.0
     assert locomo.first_provenance({"f": frozenset({"D10:1", "D2:7"})}) == {
         "f": frozenset({"D2:7"})
     }

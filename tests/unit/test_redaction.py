@@ -16,11 +16,16 @@ import polars as pl
 import pytest
 from detect_secrets.plugins import keyword
 
-from schemas import redaction
 from schemas.redaction import (
     PLACEHOLDER,
     PREFILTER_PATTERN,
+    _base,
+    _gates,
+    assignments,
     contains_secret,
+    detectors,
+    keywords,
+    library,
     redact,
     redact_id,
     redact_json,
@@ -29,6 +34,7 @@ from schemas.redaction import (
     redact_series_with_count,
     redact_with_count,
     secret_mask,
+    values,
 )
 
 _RNG = random.Random(20240611)
@@ -429,7 +435,7 @@ def test_idempotent(case: Case) -> None:
 
 
 def _kinds() -> set[str]:
-    kinds = {d.kind for d in redaction._DETECTORS}
+    kinds = {d.kind for d in detectors._DETECTORS}
     return kinds | {"password", "token", "api_key", "secret", "basic_auth", "auth_token"}
 
 
@@ -678,18 +684,16 @@ def test_polars_prefilter_passes_every_secret() -> None:
 
 def test_library_gates_were_reviewed_for_this_detect_secrets() -> None:
     stale = [
-        s.plugin.__name__
-        for s in redaction._LIBRARY
-        if redaction.fingerprint(s.plugin) != s.reviewed
+        s.plugin.__name__ for s in library._LIBRARY if library.fingerprint(s.plugin) != s.reviewed
     ]
     assert not stale, f"detect-secrets denylists changed; review the gates of {stale}"
-    assert all(d.gate != redaction.CATCH_ALL for d in redaction._DETECTORS)
+    assert all(d.gate != library.CATCH_ALL for d in detectors._DETECTORS)
 
 
 @pytest.mark.parametrize("kw", keyword.DENYLIST)
 def test_keyword_gate_covers_detect_secrets_keywords(kw: str) -> None:
     for spelling in (kw.replace("_?", ""), kw.replace("_?", "_")):
-        assert any(word in spelling for word in redaction._KEYWORD_GATE), spelling
+        assert any(word in spelling for word in keywords._KEYWORD_GATE), spelling
 
 
 # --- red-team regressions (review 2026-12: F3, F7, F8, F11) -----------------------------------
@@ -1417,9 +1421,9 @@ def test_password_words_of_other_languages_are_keywords() -> None:
         "şifre", "sifre", "пароль", "密码", "密碼", "パスワード", "비밀번호", "패스워드",
         "clave", "parola",
     ):  # fmt: skip
-        assert redaction._KEY_ONLY.fullmatch(spelling), spelling
-        assert redaction._kind_for_key(spelling) == "password", spelling
-        assert any(word in spelling for word in redaction._KEYWORD_GATE), spelling
+        assert keywords._KEY_ONLY.fullmatch(spelling), spelling
+        assert keywords._kind_for_key(spelling) == "password", spelling
+        assert any(word in spelling for word in keywords._KEYWORD_GATE), spelling
 
 
 def test_an_ascii_text_is_searched_for_the_gates_it_can_open() -> None:
@@ -1433,11 +1437,11 @@ def test_an_ascii_text_is_searched_for_the_gates_it_can_open() -> None:
     assert len(ascii_texts) > 100
     for text in ascii_texts:
         whole, ascii_only = (
-            redaction._PREFILTER.search(text),
-            redaction._PREFILTER_ASCII.search(text),
+            _gates._PREFILTER.search(text),
+            _gates._PREFILTER_ASCII.search(text),
         )
         assert (whole and whole.start()) == (ascii_only and ascii_only.start()), text
-    assert len(redaction._PREFILTER_ASCII.pattern) < len(redaction._PREFILTER.pattern)
+    assert len(_gates._PREFILTER_ASCII.pattern) < len(_gates._PREFILTER.pattern)
 
 
 def test_redact_json_cuts_cookie_values_a_parsed_header_holds() -> None:
@@ -1490,18 +1494,18 @@ def test_every_gate_matches_within_a_bounded_width() -> None:
     unbounded repetition in it read the whole run at each place inside the run, so `key` *
     21000 took 42 s. Every gate, each rest `_open_detectors` tries after a literal, and the
     prefilters they make match within a bounded width."""
-    limit = 8 * redaction._GATE_RUN
-    for gate in redaction._GATES:
+    limit = 8 * _base._GATE_RUN
+    for gate in _gates._GATES:
         assert _width(gate) <= limit, gate
-    for by_literal in redaction._GATES_BY_FIRST.values():
+    for by_literal in _gates._GATES_BY_FIRST.values():
         for rests in by_literal.values():
             for rest, _ in rests:
                 assert rest is None or _width(rest.pattern) <= limit, rest
     for pattern in (
-        redaction._PREFILTER,
-        redaction._PREFILTER_ASCII,
-        redaction._GATE_SEARCH,
-        redaction._GATE_SEARCH_ASCII,
+        _gates._PREFILTER,
+        _gates._PREFILTER_ASCII,
+        _gates._GATE_SEARCH,
+        _gates._GATE_SEARCH_ASCII,
     ):
         assert _width(pattern.pattern) <= limit
 
@@ -1510,21 +1514,22 @@ def test_bounded_gates_have_a_hatch_and_polars_reads_them_unbounded() -> None:
     """A run the detector allows past `_GATE_RUN` still opens it (the hatch); Rust's regex,
     linear whatever the pattern (and unable to compile `\\w{0,64}`), gets each gate in its
     unbounded form, which it compiles."""
-    long_name = "x" * (redaction._GATE_RUN + 10)
-    assert redaction._PREFILTER.search(f"password_{long_name}=hunter2")
-    assert redaction._PREFILTER.search(f"--{long_name}-password")
-    assert redaction._PREFILTER.search(f"<{long_name}password")
-    assert f"{{{redaction._GATE_RUN + 1}}}" not in PREFILTER_PATTERN
+    long_name = "x" * (_base._GATE_RUN + 10)
+    assert _gates._PREFILTER.search(f"password_{long_name}=hunter2")
+    assert _gates._PREFILTER.search(f"--{long_name}-password")
+    assert _gates._PREFILTER.search(f"<{long_name}password")
+    assert f"{{{_base._GATE_RUN + 1}}}" not in PREFILTER_PATTERN
     assert pl.Series([f"{long_name}_password=x"]).str.contains(PREFILTER_PATTERN).all()
 
 
 def _old_key(text: str) -> str | None:
-    """The key regex before it took names whole (its result, kept to compare with)."""
+    """The key regex before it took names whole (its result, kept to compare with), with the
+    names ending in `key` added since."""
     import re
 
     old = (
-        rf"(?:[\w.-]*?(?:{redaction._KW})[\w.-]*|[\w.-]*token"
-        rf"|(?:[\w.-]*[_.-])?(?:{redaction._WEAK_WORDS}))(?![\w.-])"
+        rf"(?:[\w.-]*?(?:{keywords._KW})[\w.-]*|[\w.-]*token|[\w.-]*key"
+        rf"|(?:[\w.-]*[_.-])?(?:{keywords._WEAK_WORDS}))(?![\w.-])"
     )
     m = re.compile(rf"(?<![\w.-])(?:{old})", re.IGNORECASE).match(text)
     return m.group() if m else None
@@ -1545,13 +1550,13 @@ def test_a_key_is_the_whole_name_holding_a_keyword(name: str) -> None:
     """The key is looked ahead for, then taken whole: what the lazy form matched, in one pass
     (it read a long name once per keyword in it)."""
     for text in (name, f"{name}=x", f"{name}: x"):
-        new = redaction._ASSIGNMENT.match(text)
+        new = assignments._ASSIGNMENT.match(text)
         old = _old_key(text)
         if old is not None and text[len(old) :].startswith(("=", ":")):
             assert new is not None and new.group("key") == old, text
         elif new is not None:
             assert new.group("key") == old, text
-        assert bool(redaction._KEY_ONLY.fullmatch(name)) == (_old_key(name) == name)
+        assert bool(keywords._KEY_ONLY.fullmatch(name)) == (_old_key(name) == name)
 
 
 @pytest.mark.parametrize(
@@ -1597,13 +1602,13 @@ def test_value_ends_agree_with_the_whole_value_where_it_is_short() -> None:
     alphabet = "ab1()[]{}=&;,x "
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 400)))
-        run = redaction._VALUE_RUN.match(text).end()  # type: ignore[union-attr]
-        whole = redaction._balanced_len(text[:run])
-        end, long = redaction._value_end(text, 0, redaction._VALUE_RUN)
+        run = assignments._VALUE_RUN.match(text).end()  # type: ignore[union-attr]
+        whole = values._balanced_len(text[:run])
+        end, long = assignments._value_end(text, 0, assignments._VALUE_RUN)
         if not long:
             assert end == whole, text
         else:
-            assert run > redaction._VALUE_SCAN and end == run >= whole, text
+            assert run > assignments._VALUE_SCAN and end == run >= whole, text
 
 
 def test_atoms_are_found_by_bisection_as_by_a_scan() -> None:
@@ -1617,9 +1622,9 @@ def test_atoms_are_found_by_bisection_as_by_a_scan() -> None:
         lo, hi = sorted(rng.randint(0, pos + 3) for _ in range(2))
         start, end = sorted(rng.randint(lo, hi) for _ in range(2))
         scan = any(s < lo < e or s < hi < e or (s < end and start < e) for s, e in atoms)
-        assert redaction._touches_an_atom(atoms, lo, hi, start, end) == scan
+        assert _base._touches_an_atom(atoms, lo, hi, start, end) == scan
         inside = [e for s, e in atoms if lo <= s < hi]
-        assert redaction._last_atom_in(atoms, lo, hi) == (inside[-1] if inside else 0)
+        assert _base._last_atom_in(atoms, lo, hi) == (inside[-1] if inside else 0)
 
 
 def test_memos_answer_what_a_scan_answers() -> None:
@@ -1635,22 +1640,22 @@ def test_memos_answer_what_a_scan_answers() -> None:
         for _ in range(40):
             i = rng.randint(0, len(text))
             backslashes = len(text[:i]) - len(text[:i].rstrip("\\"))
-            assert redaction._escapes_next(text, i) == (backslashes % 2 == 1), (text, i)
-            assert redaction._line_start(text, i) == text.rfind("\n", 0, i) + 1
-            assert redaction._run_end(run, text, i) == run.match(text, i).end()  # type: ignore[union-attr]
-            found, fresh = redaction._first_after(flag, text, i), flag.search(text, i)
+            assert _base._escapes_next(text, i) == (backslashes % 2 == 1), (text, i)
+            assert _base._line_start(text, i) == text.rfind("\n", 0, i) + 1
+            assert _base._run_end(run, text, i) == run.match(text, i).end()  # type: ignore[union-attr]
+            found, fresh = _base._first_after(flag, text, i), flag.search(text, i)
             assert (found and found.span()) == (fresh and fresh.span()), (text, i)
     long_line = "x" * 10_000 + "\n" + "y" * 10_000
-    assert redaction._line_start(long_line, 15_000) == 10_001
-    assert redaction._line_start(long_line, 5_000) == 0
+    assert _base._line_start(long_line, 15_000) == 10_001
+    assert _base._line_start(long_line, 5_000) == 0
 
 
 def test_lowering_keeps_the_length() -> None:
     """Anchored detectors look up where to start in the lowered text: `İ` lowers to two
     characters, which sent them back to a search of every position (quadratic)."""
     text = "İstanbul DB_PASSWORD=Hunter2RT İ"
-    assert len(redaction._lower(text)) == len(text)
-    assert redaction._lower(text) == text.replace("İ", "i").lower()
+    assert len(_base._lower(text)) == len(text)
+    assert _base._lower(text) == text.replace("İ", "i").lower()
     assert redact(text) == "İstanbul DB_PASSWORD=[REDACTED:password] İ"
 
 
@@ -1678,7 +1683,7 @@ def test_every_cookie_flag_after_curl_on_its_line_is_read(text: str, expected: s
 def test_a_line_of_dashes_opens_no_flag_gate_and_a_long_flag_still_does() -> None:
     """The flag gate takes dashes whole before a word: a rule of dashes (in most source
     files) is no candidate, and costs each place one run; a flag behind many dashes is cut."""
-    assert redaction._PREFILTER.search("# " + "-" * 90) is None
+    assert _gates._PREFILTER.search("# " + "-" * 90) is None
     assert redact("run --" + "-" * 90 + "password Hunter2RT9 now") == (
         "run --" + "-" * 90 + "password [REDACTED:password] now"
     )

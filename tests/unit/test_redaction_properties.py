@@ -38,10 +38,13 @@ from detect_secrets.plugins.openai import OpenAIDetector
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas import redaction as _r
 from schemas.redaction import (
     PLACEHOLDER_PATTERN,
+    _base,
+    _gates,
     contains_secret,
+    cookies,
+    detectors,
     redact,
     redact_id,
     redact_json,
@@ -50,6 +53,7 @@ from schemas.redaction import (
     redact_series_with_count,
     redact_with_count,
     secret_mask,
+    values,
 )
 
 _FUZZ = os.environ.get("HYPOTHESIS_PROFILE") == "fuzz"
@@ -1060,7 +1064,7 @@ def test_every_combination_as_a_clipped_record(limit: int) -> None:
 # (`schemas/redaction.py`, "linear time"). These check that each rewrite finds what the form
 # before it found (tests assert no time).
 
-_LONG = _r._GATE_RUN + 6  # past every gate's bound
+_LONG = _base._GATE_RUN + 6  # past every gate's bound
 
 
 @SETTINGS
@@ -1068,8 +1072,8 @@ _LONG = _r._GATE_RUN + 6  # past every gate's bound
 def test_a_bounded_gate_is_implied_by_its_unbounded_form(data: st.DataObject) -> None:
     """Whatever the unbounded gate (a necessary condition of its detectors, and what polars
     reads) matches, the bounded one matches too: within the bound, or through its hatch."""
-    gate = data.draw(st.sampled_from([g for g in _r._GATES if g != _r._unbounded(g)]))
-    unbounded = _r._unbounded(gate)
+    gate = data.draw(st.sampled_from([g for g in _gates._GATES if g != _base._unbounded(g)]))
+    unbounded = _base._unbounded(gate)
     if data.draw(st.booleans()):  # runs past the bound, where only a hatch matches
         unbounded = re.sub(r"\{(\d+),\}", f"{{{_LONG},{2 * _LONG}}}", unbounded)
     text = data.draw(st.from_regex(unbounded))
@@ -1143,8 +1147,8 @@ def test_a_scan_finds_what_its_one_regex_found(text: str) -> None:
     """Commands, `curl -u` and `key="..." ... value="..."` are found as a `_Scan` (the first
     flag after the head, read once for all heads before it): the same match, group for group,
     as the regex with its lazy middle, at every start."""
-    lowered = _r._lower(text)
-    for d in _r._DETECTORS:
+    lowered = _base._lower(text)
+    for d in detectors._DETECTORS:
         if d.scan is None:
             continue
         for pos in d.starts(text, lowered):  # type: ignore[misc]
@@ -1156,7 +1160,7 @@ def test_a_scan_finds_what_its_one_regex_found(text: str) -> None:
 
 
 def _spans_of(d: Any, text: str) -> set[tuple[int, int]]:
-    return {(s, e) for s, e, _, _ in d.find(text, _r._lower(text), _r._atoms(text))}
+    return {(s, e) for s, e, _, _ in d.find(text, _base._lower(text), _base._atoms(text))}
 
 
 def _covered(inner: set[tuple[int, int]], outer: set[tuple[int, int]]) -> bool:
@@ -1177,12 +1181,12 @@ def test_curl_cookies_found_in_one_pass_hold_what_the_regex_found(text: str) -> 
     """Each `-b`/`--cookie` after a `curl` on its (continued) line is read, quoted words and
     `|`, `;`, `&` included: every value the one regex (a lazy middle from `curl`) cut is
     still cut."""
-    d = next(d for d in _r._DETECTORS if d.pattern is _r._CURL_COOKIE_FLAG_RE)
+    d = next(d for d in detectors._DETECTORS if d.pattern is cookies._CURL_COOKIE_FLAG_RE)
     regex = dataclasses.replace(
         d,
-        pattern=_r._CURL_COOKIE,
-        starts=_r._at("curl", before=r"\b"),
-        refine_all=_r._curl_cookie_spans,
+        pattern=cookies._CURL_COOKIE,
+        starts=_base._at("curl", before=r"\b"),
+        refine_all=cookies._curl_cookie_spans,
     )
     assert _covered(_spans_of(regex, text), _spans_of(d, text)), text
 
@@ -1211,15 +1215,17 @@ def test_library_patterns_found_from_fewer_starts_find_what_a_search_found(
     npm's token after each `/:_authToken=`: at least what the library's line pattern cut."""
     rng = random.Random(seed)
     text = "".join(p if p != "JWT" else _jwt(rng) for p in parts)
-    by_pattern = {d.pattern.pattern: d for d in _r._DETECTORS}
+    by_pattern = {d.pattern.pattern: d for d in detectors._DETECTORS}
     for plugin in (JwtTokenDetector, OpenAIDetector):
         d = by_pattern[plugin.denylist[0].pattern]
         assert _spans_of(d, text) == _spans_of(dataclasses.replace(d, starts=None), text), text
     npm_text = f"//registry.npmjs.org/:_authToken={text} //r/:_authToken=npm_{rng.randint(0, 9)}Ab"
-    library = _r._Detector(
-        "npm_token", NpmDetector.denylist[0], ("",), groups=(1,), clip=_r._TOKEN_TAIL
+    library = _base._Detector(
+        "npm_token", NpmDetector.denylist[0], ("",), groups=(1,), clip=_base._TOKEN_TAIL
     )
-    found = set().union(*(_spans_of(d, npm_text) for d in _r._DETECTORS if d.kind == "npm_token"))
+    found = set().union(
+        *(_spans_of(d, npm_text) for d in detectors._DETECTORS if d.kind == "npm_token")
+    )
     assert _covered(_spans_of(library, npm_text), found), npm_text
 
 
@@ -1243,7 +1249,7 @@ def test_rewritten_value_patterns_match_as_before(text: str) -> None:
             assert new is not None and new.span("v") == old.span("v"), (text, pos)
     old_var = re.compile(r"[A-Za-z_]*(?:pass|pwd|secret|token|key|credential)[A-Za-z_]*", re.I)
     for word in (text, text.replace(" ", "pass"), text.replace("a", "Key")):
-        assert bool(old_var.fullmatch(word)) == bool(_r._SECRET_NAMED_VARIABLE.fullmatch(word))
+        assert bool(old_var.fullmatch(word)) == bool(values._SECRET_NAMED_VARIABLE.fullmatch(word))
 
 
 # Hostile shapes (families of `bench/bench_redaction_adversarial.py`, which times them): at a

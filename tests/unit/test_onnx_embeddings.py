@@ -1,0 +1,133 @@
+"""The ONNX Runtime provider: the bundled all-MiniLM-L6-v2 exported once, the same vectors as
+the torch provider (so both share the model name and stored vectors), and clear errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from resources.models.base import ModelError
+from resources.models.onnx_embeddings import OnnxEmbeddingProvider, export
+from resources.models.st_embeddings import SentenceTransformerEmbeddingProvider, bundled_model_path
+
+TEXTS = [
+    "What martial arts has John done?",
+    "  leading and trailing spaces  ",
+    "",
+    "ünïcødé ✓ naïve café — Zürich 密码",
+    "PostgreSQL16 uses pgBouncer in transaction mode",
+    "word " * 400,  # longer than the model's 256 tokens: truncated like encode truncates
+]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("onnx-cache")
+
+
+@pytest.fixture(scope="module")
+def onnx(cache: Path):  # type: ignore[no-untyped-def]
+    provider = OnnxEmbeddingProvider(cache_dir=cache, threads=1)
+    yield provider
+    provider.close()
+
+
+@pytest.fixture(scope="module")
+def torch_vectors() -> np.ndarray:
+    st = SentenceTransformerEmbeddingProvider(None, fast_path=False)
+    try:
+        return np.asarray(st.embed(TEXTS), dtype=np.float64)
+    finally:
+        st.close()
+
+
+def test_the_same_vectors_as_the_torch_provider(onnx, torch_vectors) -> None:
+    one_by_one = np.asarray([onnx.embed([t])[0] for t in TEXTS], dtype=np.float64)
+    batched = np.asarray(onnx.embed(TEXTS), dtype=np.float64)
+    for got in (one_by_one, batched):
+        assert got.shape == torch_vectors.shape == (len(TEXTS), 384)
+        assert np.abs(got - torch_vectors).max() < 1e-4
+        cosines = (got * torch_vectors).sum(axis=1)
+        assert cosines.min() > 0.99999
+        assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    assert onnx.model == "all-MiniLM-L6-v2" and onnx.dim == 384
+    # Batches are cut at batch_size without changing a vector.
+    small = OnnxEmbeddingProvider(cache_dir=onnx.graph_path().parent, batch_size=2)
+    assert np.abs(np.asarray(small.embed(TEXTS)) - batched).max() < 1e-5
+
+
+def test_the_graph_is_exported_once_under_a_name_its_weights_decide(onnx, cache) -> None:
+    onnx.embed(["warm"])
+    files = sorted(cache.glob("*.onnx"))
+    assert files == [onnx.graph_path()]
+    assert not list(cache.glob(".*"))  # no temporary file left behind
+    before = files[0].stat().st_mtime_ns
+    again = OnnxEmbeddingProvider(cache_dir=cache)
+    again.embed(["reuses the file"])
+    assert files[0].stat().st_mtime_ns == before
+
+
+def test_concurrent_queries_get_their_own_vectors(onnx) -> None:
+    expected = {t: onnx.embed([t])[0] for t in TEXTS[:4]}
+    errors: list[str] = []
+
+    def worker(text: str) -> None:
+        for _ in range(10):
+            if np.abs(np.asarray(onnx.embed([text])[0]) - expected[text]).max() > 1e-6:
+                errors.append(text)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in expected for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_a_model_that_is_not_a_local_mean_pooling_folder_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="local model folder"):
+        OnnxEmbeddingProvider("some/hub-name", cache_dir=tmp_path).embed(["x"])
+    folder = tmp_path / "cls-model"
+    shutil.copytree(bundled_model_path(), folder)
+    pooling = folder / "1_Pooling" / "config.json"
+    config = json.loads(pooling.read_text())
+    config.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    pooling.write_text(json.dumps(config))
+    with pytest.raises(ModelError, match="mean pooling"):
+        OnnxEmbeddingProvider(str(folder), cache_dir=tmp_path).embed(["x"])
+    (folder / "modules.json").write_text("not json")
+    with pytest.raises(ModelError, match="not a sentence-transformers model folder"):
+        OnnxEmbeddingProvider(str(folder), cache_dir=tmp_path).embed(["x"])
+
+
+def test_a_broken_graph_file_is_a_model_error_not_a_crash(tmp_path: Path, onnx) -> None:
+    provider = OnnxEmbeddingProvider(cache_dir=tmp_path)
+    provider.graph_path().write_bytes(b"\x00not an onnx graph")
+    with pytest.raises(ModelError, match="could not load the ONNX graph"):
+        provider.embed(["x"])
+    with pytest.raises(ValueError, match="threads"):
+        OnnxEmbeddingProvider(threads=0)
+
+
+def test_an_export_that_fails_leaves_no_file(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="could not export"):
+        export(tmp_path / "missing-folder", tmp_path / "out" / "m.onnx")
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_the_factory_builds_it_and_the_server_gives_it_one_thread() -> None:
+    from recall.server import embedder
+    from resources.models.factory import EmbeddingConfig
+    from resources.settings import Settings
+
+    config = EmbeddingConfig(provider="onnx")
+    assert config.model_name() == "all-MiniLM-L6-v2" == config.identity()
+    built = config.build()
+    assert isinstance(built, OnnxEmbeddingProvider) and built.threads is None
+    served = embedder(Settings({"MEMFLOW_EMBEDDER": "onnx"}))
+    assert isinstance(served, OnnxEmbeddingProvider) and served.threads == 1
