@@ -51,13 +51,24 @@ def retract(tid: str, ts: str, items: list[dict], **extra: str) -> dict:
     return line
 
 
-def recalled(env: dict[str, str], data: Path, *extra: str) -> set[tuple[str, str, str]]:
+def answer(env: dict[str, str], data: Path, *extra: str) -> dict:
     out = memflow(
         "recall", "--tenant", SCOPE.key, QUESTION, "--data", data, "--json",
         "--ranking", "lexical", *extra, env=env,
     )  # fmt: skip
-    answer = json.loads(out)
+    return json.loads(out)
+
+
+def cited(answer: dict) -> set[tuple[str, str, str]]:
     return {(f["subject"], f["predicate"], f["object"]) for f in answer["facts"]}
+
+
+def recalled(env: dict[str, str], data: Path, *extra: str) -> set[tuple[str, str, str]]:
+    return cited(answer(env, data, *extra))
+
+
+def entries(answer: dict) -> set[str]:
+    return {e["name"] for e in answer["entities"]}
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +89,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     states: dict[str, object] = {}
     try:
         memflow("run", "--landing", landing, "--data", data, env=env)
-        states["before"] = recalled(env, data)
+        first = answer(env, data)
+        states["before"], states["entries_before"] = cited(first), entries(first)
         items = [
             {"subject": "cache service", "predicate": "uses", "object": "Memcached"},
             {"entity": "Redis 6"},
@@ -88,8 +100,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             retract("1", RETRACTED, items, reason="replaced by valkey", by="key:ops@acme"),
         ])  # fmt: skip
         memflow("run", "--landing", landing, "--data", data, env=env)
-        states["after"] = recalled(env, data)
-        states["as_of_before"] = recalled(env, data, "--as-of", "2026-11-05T09:29:59Z")
+        after = answer(env, data)
+        states["after"], states["entries_after"] = cited(after), entries(after)
+        before = answer(env, data, "--as-of", "2026-11-05T09:29:59Z")
+        states["as_of_before"], states["entries_as_of_before"] = cited(before), entries(before)
         states["as_of_at"] = recalled(env, data, "--as-of", RETRACTED)
         tables = TableStore(data)
         states["retractions"] = tables.read("retractions", SCOPE)
@@ -129,6 +143,13 @@ def test_a_retracted_fact_and_a_forgotten_entity_leave_recall(world: dict) -> No
 
 def test_as_of_before_the_retraction_still_sees_them(world: dict) -> None:
     assert {CACHE_REDIS, CACHE_MEMCACHED, REPORT_REDIS, K8S} <= world["as_of_before"]
+
+
+def test_a_forgotten_entity_is_no_entry_entity_from_then_on(world: dict) -> None:
+    assert "redis 6" in world["entries_before"]
+    assert "redis 6" in world["entries_as_of_before"]
+    assert "redis 6" not in world["entries_after"]
+    assert "cache service" in world["entries_after"]
 
 
 def test_each_closure_is_recorded_with_who_when_why_and_the_turn(world: dict) -> None:
