@@ -21,6 +21,7 @@ from resources.graph.sqlite import SqliteGraphStore
 from resources.tables import TableStore
 from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
+from schemas.tables import TABLES
 from tests.pipeline.landing_fixtures import save, turn, write_jsonl
 
 pytestmark = pytest.mark.slow
@@ -108,7 +109,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         tables = TableStore(data)
         states["retractions"] = tables.read("retractions", SCOPE)
         states["quarantine"] = tables.read("quarantine", SCOPE)
+        states["tables_before_rerun"] = {a: tables.read_table(a, SCOPE) for a in TABLES}
         memflow("run", "--landing", landing, "--data", data, env=env)
+        states["tables_after_rerun"] = {a: tables.read_table(a, SCOPE) for a in TABLES}
         states["rerun_retractions"] = tables.read("retractions", SCOPE)
         again = [{"subject": "cache service", "predicate": "USES", "object": "memcached"}]
         write_jsonl(
@@ -164,6 +167,16 @@ def test_each_closure_is_recorded_with_who_when_why_and_the_turn(world: dict) ->
     assert rows[CACHE_MEMCACHED]["kind"] == "triple"
     assert {rows[CACHE_REDIS]["kind"], rows[REPORT_REDIS]["kind"]} == {"entity"}
     assert world["rerun_retractions"].equals(table)  # a rerun changes nothing
+
+
+def test_a_rerun_over_an_unchanged_zone_leaves_every_table_identical(world: dict) -> None:
+    before, after = world["tables_before_rerun"], world["tables_after_rerun"]
+    assert before["validated_facts"] is not None and before["retractions"] is not None
+
+    def same(a: pl.DataFrame | None, b: pl.DataFrame | None) -> bool:
+        return a is b if a is None or b is None else a.equals(b)
+
+    assert [asset for asset, df in before.items() if not same(df, after[asset])] == []
 
 
 def test_an_item_matching_nothing_is_quarantined(world: dict) -> None:
