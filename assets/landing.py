@@ -1,5 +1,5 @@
 """landing_problems: what the landing zone holds that no tenant's turns came from, with the
-lines it holds, so that nothing dropped there goes unreported (F14)."""
+lines it holds, so that nothing dropped there goes unreported."""
 
 from collections import Counter
 

@@ -28,10 +28,10 @@ from assets.metadata import (
     tenant_metadata,
 )
 from assets.partitions import scope_partitions
-from memflow import landing
-from memflow.turns import TurnsUpdate, TurnTables, apply_retention, ingest_turns
+from memflow.turns import Settled, TurnsUpdate, TurnTables, ingest_turns, new_turns, settle
 from resources.configurable import Storage
 from schemas.contracts import TurnContract
+from schemas.scope import Scope
 from schemas.tables import Asset
 
 
@@ -75,97 +75,41 @@ from schemas.tables import Asset
     compute_kind="polars",
 )
 def raw_turns(context: AssetExecutionContext, storage: Storage):
-    found = landing.discover(storage.landing)
     window = storage.window()
     now = datetime.now(UTC)
-    turns_out: dict[str, pl.DataFrame] = {}
-    rejects_out: dict[str, pl.DataFrame] = {}
-    files_out: dict[str, pl.DataFrame] = {}
-    unbalanced: dict[str, list[str]] = {}
     scopes = list(run_scopes(context))
     read: dict[str, tuple[float, TurnTables, TurnsUpdate]] = {}
-    fresh: dict[str, pl.DataFrame] = {}
-    for scope in scopes:
+    for scope in scopes:  # each lists its own directory only, not the whole landing zone
         started = time.perf_counter()
         previous = TurnTables.of(
             stored_table(storage, Asset.RAW_TURNS, scope),
             stored_table(storage, Asset.TURN_REJECTS, scope),
             stored_table(storage, Asset.LANDING_FILES, scope),
         )
-        update = ingest_turns(storage.landing, scope, found.get(scope, []), previous, now, window)
-        fresh[scope.key] = update.tables.turns.join(
-            previous.turns.select("turn_key"), on="turn_key", how="anti"
-        )
+        update = ingest_turns(storage.landing, scope, None, previous, now, window)
         read[scope.key] = (time.perf_counter() - started, previous, update)
     # One validation for the run's new turns (assets.metadata.quarantine_contract_failures).
+    fresh = {key: new_turns(previous, update) for key, (_, previous, update) in read.items()}
     _, quarantined = quarantine_contract_failures(fresh, TurnContract, "landing")
+    settled: dict[str, Settled] = {}
     for scope in scopes:
         started = time.perf_counter()
         spent, previous, update = read[scope.key]
-        tables = update.tables
-        contract_rejects = quarantined[scope.key]
-        if contract_rejects.height:
-            failed = contract_rejects.select("session_id", "turn_id", "source_file", "line_no")
-            tables.turns = tables.turns.join(
-                failed, on=["session_id", "turn_id", "source_file", "line_no"], how="anti"
-            )
-            tables.rejects = pl.concat([tables.rejects, contract_rejects])
-        tables.files = _recount(tables)
-        turns = apply_retention(tables.turns, storage.retention_days, now)
-        turns_out[scope.key] = turns
-        rejects_out[scope.key] = tables.rejects
-        files_out[scope.key] = tables.files
-        off = tables.files.filter(pl.col("records") != pl.col("turns") + pl.col("rejects"))
-        if off.height:
-            unbalanced[scope.key] = off["source_file"].to_list()
-        new_reasons = count_reasons(
-            tables.rejects.join(previous.rejects.select("reject_id"), on="reject_id", how="anti")
-        )
-        tenant_metadata(
-            context,
-            Asset.RAW_TURNS,
-            scope,
-            {
-                **update.metadata(),
-                "contract_rejects": contract_rejects.height,
-                "landing_problems": MetadataValue.json(
-                    [f"{p.path}: {p.reason}" for p in update.problems][:50]
-                ),
-                "rows_out": turns.height,
-                "rejects_by_reason": by_reason(new_reasons),
-                "tool_call_turns": turns.filter(pl.col("tool_triples").is_not_null()).height,
-                "duration_s": round(spent + time.perf_counter() - started, 3),
-                "preview": preview(
-                    turns.filter(pl.col("source_file").is_in(update.read_files)),
-                    ["session_id", "turn_id", "role", "client", "content"],
-                ),
-            },
-        )
-        tenant_metadata(
-            context,
-            Asset.TURN_REJECTS,
-            scope,
-            {
-                "rows_out": tables.rejects.height,
-                "new_rejects": update.new_rejects + contract_rejects.height,
-                "rejects_by_reason": by_reason(count_reasons(tables.rejects)),
-            },
-        )
-        tenant_metadata(
-            context,
-            Asset.LANDING_FILES,
-            scope,
-            {
-                "files": tables.files.height,
-                "files_read": update.files_read,
-                "records": int(tables.files["records"].sum() or 0),
-                "read": MetadataValue.json(update.read_files[:50]),
-            },
-        )
+        done = settle(previous, update, quarantined[scope.key], storage.retention_days, now)
+        settled[scope.key] = done
+        _record_tenant(context, scope, update, done, spent + time.perf_counter() - started)
+    turns_out = {key: done.tables.turns for key, done in settled.items()}
     yield Output(turns_out, output_name=Asset.RAW_TURNS)
-    yield Output(rejects_out, output_name=Asset.TURN_REJECTS)
-    yield Output(files_out, output_name=Asset.LANDING_FILES)
+    yield Output(
+        {key: done.tables.rejects for key, done in settled.items()},
+        output_name=Asset.TURN_REJECTS,
+    )
+    yield Output(
+        {key: done.tables.files for key, done in settled.items()},
+        output_name=Asset.LANDING_FILES,
+    )
     yield contract_check("turn_contract", Asset.RAW_TURNS, TurnContract, turns_out)
+    unbalanced = {key: done.unbalanced for key, done in settled.items() if done.unbalanced}
     yield AssetCheckResult(
         check_name="lines_accounted",
         asset_key=Asset.LANDING_FILES,
@@ -175,18 +119,55 @@ def raw_turns(context: AssetExecutionContext, storage: Storage):
     )
 
 
-def _recount(tables: TurnTables) -> pl.DataFrame:
-    """The index's per-file turn and reject counts, from the tables as stored."""
-    turns = tables.turns.group_by("source_file").agg(pl.len().alias("t"))
-    rejects = tables.rejects.group_by("source_file").agg(pl.len().alias("r"))
-    return (
-        tables.files.join(turns, on="source_file", how="left")
-        .join(rejects, on="source_file", how="left")
-        .with_columns(
-            pl.col("t").fill_null(0).cast(pl.Int64).alias("turns"),
-            pl.col("r").fill_null(0).cast(pl.Int64).alias("rejects"),
-        )
-        .drop("t", "r")
+def _record_tenant(
+    context: AssetExecutionContext,
+    scope: Scope,
+    update: TurnsUpdate,
+    done: Settled,
+    seconds: float,
+) -> None:
+    """The tenant's metadata on each of the three outputs."""
+    turns, rejects, files = done.tables.turns, done.tables.rejects, done.tables.files
+    tenant_metadata(
+        context,
+        Asset.RAW_TURNS,
+        scope,
+        {
+            **update.metadata(),
+            "contract_rejects": done.contract_rejects,
+            "landing_problems": MetadataValue.json(
+                [f"{p.path}: {p.reason}" for p in update.problems][:50]
+            ),
+            "rows_out": turns.height,
+            "rejects_by_reason": by_reason(count_reasons(done.new_rejects)),
+            "tool_call_turns": turns.filter(pl.col("tool_triples").is_not_null()).height,
+            "duration_s": round(seconds, 3),
+            "preview": preview(
+                turns.filter(pl.col("source_file").is_in(update.read_files)),
+                ["session_id", "turn_id", "role", "client", "content"],
+            ),
+        },
+    )
+    tenant_metadata(
+        context,
+        Asset.TURN_REJECTS,
+        scope,
+        {
+            "rows_out": rejects.height,
+            "new_rejects": update.new_rejects + done.contract_rejects,
+            "rejects_by_reason": by_reason(count_reasons(rejects)),
+        },
+    )
+    tenant_metadata(
+        context,
+        Asset.LANDING_FILES,
+        scope,
+        {
+            "files": files.height,
+            "files_read": update.files_read,
+            "records": int(files["records"].sum() or 0),
+            "read": MetadataValue.json(update.read_files[:50]),
+        },
     )
 
 

@@ -16,7 +16,13 @@ Engines, each asked to redact the same texts (a scanner's findings are cut from 
 
 Coverage: of the true positives of gitleaks' rule tests (bench/data/secret_corpus.jsonl), the
 share whose secret (what gitleaks' own rule extracts) is gone from the redacted line; the
-tuning and held-out thirds apart. Near misses: gitleaks' false positives, the share changed.
+tuning and held-out thirds apart. `--corpus NAME=PATH` (repeatable) scores more corpora the
+same way, each apart: memflow's real configuration formats
+(`formats=bench/data/secret_corpus_formats.jsonl`) and other scanners' test data
+(`external=bench/data/external/secret_corpus_external.jsonl`, `bench/secret_corpus_external.py`).
+`memflow@REF` (`--baseline-ref`, default `main`) is `schemas/redaction.py` of a commit from
+before the package split (`d73e215` is `main` before Betterleaks' rules).
+Near misses: gitleaks' false positives, the share changed.
 False positives: texts changed among ordinary conversation and code: every line of the
 landing sample, the LoCoMo triples, this repository's source outside tests, and lines of
 installed packages (site-packages). Speed: seconds over the landing sample's lines, and on
@@ -67,6 +73,7 @@ def _memflow() -> Engine:
 
 
 def _memflow_main(ref: str = "main") -> Engine | None:
+    """`_cut` of `schemas/redaction.py` at `ref` (a commit from before the package split)."""
     try:
         source = subprocess.run(
             ["git", "show", f"{ref}:schemas/redaction.py"],
@@ -216,17 +223,24 @@ def _hostile(n: int) -> dict[str, list[str]]:
 
 
 def _score(
-    texts: dict[str, list[str]], redacted: dict[str, list[str]], rows: list[dict[str, Any]]
+    texts: dict[str, list[str]],
+    redacted: dict[str, list[str]],
+    rows: list[dict[str, Any]],
+    extra: dict[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     result: dict[str, Any] = {}
-    for split in ("tuning", "held_out"):
-        key = f"tp_{split}"
-        pairs = [(r, red) for r, red in zip(rows_by(rows, key), redacted[key], strict=True)]
-        found = sum(1 for r, red in pairs if r["secret"] and r["secret"] not in red)
-        total = sum(1 for r, _ in pairs if r["secret"])
-        result[f"coverage_{split}"] = round(found / total, 4) if total else None
-        missed = sorted({r["rule"] for r, red in pairs if r["secret"] and r["secret"] in red})
-        result[f"rules_missed_{split}"] = missed
+    for corpus, corpus_rows in {"": rows, **(extra or {})}.items():
+        prefix = f"{corpus}_" if corpus else ""
+        for split in ("tuning", "held_out"):
+            key = f"tp_{prefix}{split}"
+            picked = rows_by(corpus_rows, f"tp_{split}")
+            pairs = list(zip(picked, redacted[key], strict=True))
+            found = sum(1 for r, red in pairs if r["secret"] and r["secret"] not in red)
+            total = sum(1 for r, _ in pairs if r["secret"])
+            result[f"coverage_{prefix}{split}"] = round(found / total, 4) if total else None
+            missed = sorted({r["rule"] for r, red in pairs if r["secret"] and r["secret"] in red})
+            result[f"rules_missed_{prefix}{split}"] = missed
+            result[f"total_{prefix}{split}"] = total
     near = [t != red for t, red in zip(texts["near_miss"], redacted["near_miss"], strict=True)]
     result["near_misses_changed"] = round(sum(near) / max(1, len(near)), 4)
     for name in ("landing", "locomo", "code_memflow", "code_site_packages"):
@@ -244,12 +258,21 @@ def rows_by(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
     return [r for r in rows if r["label"] == "tp" and r["split"] == split]
 
 
-def _inputs(rows: list[dict[str, Any]], max_code: int, n: int) -> dict[str, list[str]]:
+def _inputs(
+    rows: list[dict[str, Any]],
+    max_code: int,
+    n: int,
+    extra: dict[str, list[dict[str, Any]]] | None = None,
+) -> dict[str, list[str]]:
     texts = {
         "tp_tuning": [r["text"] for r in rows_by(rows, "tp_tuning")],
         "tp_held_out": [r["text"] for r in rows_by(rows, "tp_held_out")],
         "near_miss": [r["text"] for r in rows if r["label"] == "fp"],
     }
+    for corpus, corpus_rows in (extra or {}).items():
+        for split in ("tuning", "held_out"):
+            picked = rows_by(corpus_rows, f"tp_{split}")
+            texts[f"tp_{corpus}_{split}"] = [r["text"] for r in picked]
     texts.update(_negatives(max_code))
     texts.update(_hostile(n))
     return texts
@@ -284,16 +307,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-code", type=int, default=4000, help="code lines per source")
     parser.add_argument("--n", type=int, default=16384, help="hostile size (and 4n)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--baseline-ref", default="main", help="commit of memflow@REF")
+    parser.add_argument(
+        "--corpus", action="append", default=[], metavar="NAME=PATH", help="more corpora"
+    )
     parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         worker(args.worker[0], Path(args.worker[1]), Path(args.worker[2]))
         return 0
     rows = _corpus()
-    texts = _inputs(rows, args.max_code, args.n)
+    extra = {
+        name: [json.loads(line) for line in Path(path).read_text().splitlines()[1:]]
+        for name, path in (c.split("=", 1) for c in args.corpus)
+    }
+    texts = _inputs(rows, args.max_code, args.n, extra)
+    ref = args.baseline_ref
     local: dict[str, Callable[[], Engine | None]] = {
         "memflow": _memflow,
-        "memflow@main": _memflow_main,
+        f"memflow@{ref}": lambda: _memflow_main(ref),
         "betterleaks-rules": _ruleset_only,
         "detect-secrets": _detect_secrets,
     }
@@ -302,10 +334,11 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} cpus, "
         f"python {platform.python_version()}",
         "corpus": {k: len(v) for k, v in texts.items()},
+        "corpora": sorted(extra),
         "engines": {},
     }
     for name, make in local.items():
-        if args.only and name not in args.only:
+        if args.only and name not in args.only and name.split("@")[0] + "@" not in args.only:
             continue
         engine = make()
         if engine is None:
@@ -313,23 +346,29 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"{name} ...", flush=True)
         ran = _run_here(engine, texts)
-        results["engines"][name] = _summary(texts, ran, rows)
+        results["engines"][name] = _summary(texts, ran, rows, extra)
     if args.engines_python:
         for name in EXTERNAL:
             if args.only and name not in args.only:
                 continue
             print(f"{name} ...", flush=True)
             ran = _run_external(args.engines_python, name, texts)
-            results["engines"][name] = ran if isinstance(ran, str) else _summary(texts, ran, rows)
+            summary = ran if isinstance(ran, str) else _summary(texts, ran, rows, extra)
+            results["engines"][name] = summary
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1, ensure_ascii=False))
     _print(results)
     return 0
 
 
-def _summary(texts: dict[str, list[str]], ran: dict[str, Any], rows: list[dict[str, Any]]) -> Any:
+def _summary(
+    texts: dict[str, list[str]],
+    ran: dict[str, Any],
+    rows: list[dict[str, Any]],
+    extra: dict[str, list[dict[str, Any]]] | None = None,
+) -> Any:
     redacted = {k: v["redacted"] for k, v in ran.items()}
-    summary = _score(texts, redacted, rows)
+    summary = _score(texts, redacted, rows, extra)
     summary["cpu_s"] = {k: round(v["cpu_s"], 4) for k, v in ran.items()}
     return summary
 
@@ -352,6 +391,13 @@ def _print(results: dict[str, Any]) -> None:
             f"{r['fp_code_memflow']['changed']:>9}{r['fp_code_site_packages']['changed']:>9}"
             f"{cpu['landing']:>11.3f}{ratio:>14.2f}"
         )
+    corpora = results.get("corpora", [])
+    for corpus in corpora:
+        print(f"\n{corpus}: coverage tuning / held out")
+        for name, r in results["engines"].items():
+            if isinstance(r, dict) and f"coverage_{corpus}_tuning" in r:
+                print(f"{name:<20}{r[f'coverage_{corpus}_tuning'] or 0:>8.3f}"
+                      f"{r[f'coverage_{corpus}_held_out'] or 0:>9.3f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ run $PY bench/bench_freshness.py
 run $PY bench/bench_hooks.py
 run $PY bench/bench_import.py
 run $PY bench/bench_ingest_scale.py
+run $PY bench/bench_sensor.py
 run $PY bench/bench_fuzz.py
 # Starts (and stops) the PostgreSQL of scripts/postgres.sh if none answers.
 run $PY bench/bench_daemon.py

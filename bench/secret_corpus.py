@@ -160,6 +160,16 @@ def positives(examples: list[dict[str, Any]], toml: str) -> Iterator[dict[str, A
                 }
 
 
+def write_corpus(path: Path, notice: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """A corpus file: its notice on the first line, then one row a line (the benches and the
+    fuzz read it so)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        f.write(json.dumps(notice) + "\n")
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=OUT)
@@ -171,11 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         "used under its licence:",
         "licence": licence,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with args.out.open("w") as f:
-        f.write(json.dumps(notice) + "\n")
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    write_corpus(args.out, notice, rows)
     tps = sum(r["label"] == "tp" for r in rows)
     print(f"{len(rows)} lines ({tps} true positives) -> {args.out}")
     return 0

@@ -200,7 +200,7 @@ class TenantExtraction:
     tables: ExtractionTables
     report: ExtractionReport
     todo_turns: int  # turns (re-)extracted in this run
-    reasons: dict[str, int]  # why: new, model_changed, forced
+    reasons: dict[str, int]  # why: new, turn_changed, model_changed, forced
     dropped_turns: int  # turns no longer in raw_turns whose triples went
 
 
@@ -237,13 +237,20 @@ def extract_tenant(
     now = now or datetime.now(UTC)
     turns, moved = rekey_turn_keys(turns)  # keys of the \x1f join (memflow.rekey)
     previous = replace(previous, log=rekey_log(previous.log, moved))
-    keys = turns.select("turn_key", "day", "role", "tool_name")
+    keys = turns.select("turn_key", "day", "role", "tool_name", turn_fingerprint())
     log = previous.log.join(keys.select("turn_key"), on="turn_key", how="semi")
     dropped = previous.log.height - log.height
     is_text = ~pl.col("tool_name").fill_null("").is_in([UPSERT_TOOL, RETRACT_TOOL])
-    joined = keys.join(log.select("turn_key", "model"), on="turn_key", how="left")
+    joined = keys.join(
+        log.select("turn_key", "model", pl.col("turn_sha256").alias("logged_sha256")),
+        on="turn_key",
+        how="left",
+    )
     reasons: dict[str, pl.Expr] = {
         "new": pl.col("model").is_null(),
+        "turn_changed": pl.col("model").is_not_null()
+        & pl.col("logged_sha256").is_not_null()
+        & (pl.col("logged_sha256") != pl.col("turn_sha256")),
         "model_changed": pl.col("model").is_not_null()
         & is_text
         & (pl.col("model") != pl.lit("explicit"))
@@ -281,6 +288,23 @@ def extract_tenant(
     return TenantExtraction(tables, report, todo.height, counts, dropped)
 
 
+def turn_fingerprint() -> pl.Expr:
+    """`turn_sha256`: a digest of what a raw turn holds (its text's digest, the tool and the
+    tool's triples), so a turn restated under the same session and turn ids is told apart."""
+    parts = pl.concat_str(
+        [
+            pl.col("content_sha256").fill_null(""),
+            pl.col("tool_name").fill_null(""),
+            pl.col("tool_triples").fill_null(""),
+        ],
+        separator="\x1f",
+    )
+    return parts.map_batches(
+        lambda s: pl.Series([ids.sha256_text(v) for v in s.to_list()], dtype=pl.String),
+        return_dtype=pl.String,
+    ).alias("turn_sha256")
+
+
 def per_turn_counts(df: pl.DataFrame | None, scope: Scope) -> dict[str, int]:
     """Rows of `df` (triples or rejects) per turn key; rows without a session or turn id are
     nobody's."""
@@ -311,6 +335,7 @@ def extraction_log_rows(
         .then(pl.lit("explicit"))
         .otherwise(pl.lit(text_model))
         .alias("model"),
+        turn_fingerprint(),
     ).with_columns(
         pl.col("turn_key")
         .replace_strict(per_turn_triples, default=0, return_dtype=pl.Int64)
@@ -332,4 +357,5 @@ __all__ = [
     "extract_tenant",
     "extraction_log_rows",
     "per_turn_counts",
+    "turn_fingerprint",
 ]

@@ -253,7 +253,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(report.summary())
         for problem in report.errors:
             print(f"  {problem}", file=sys.stderr)
-    return 0 if report.turns_written or not report.errors else 1
+    return report.exit_code()  # what this input came to, not what was imported before
 
 
 def _passthrough(argv: list[str]) -> int | None:
@@ -314,7 +314,7 @@ def cmd_keys_add(args: argparse.Namespace) -> int:
     from recall.auth import add_key
 
     path = _keys_path(args)
-    key = add_key(path, args.org, args.repos, metrics=args.metrics)
+    key = add_key(path, args.org, args.repos, metrics=args.metrics, admin=args.admin)
     print(key)
     print(f"stored its SHA-256 in {path}; the key is shown only once", file=sys.stderr)
     return 0
@@ -434,6 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--org", required=True)
     k.add_argument("--repos", default="*", help="comma-separated repos, or * (default)")
     k.add_argument("--metrics", action="store_true", help="may read /metrics")
+    k.add_argument("--admin", action="store_true", help="may erase the tenants it covers")
     k.add_argument("--keys", help="API keys file")
     k.set_defaults(func=cmd_keys_add)
     k = keys.add_parser("list", help="key ids with their scopes (never the keys)")

@@ -136,15 +136,12 @@ def _survey_failures(result) -> list[PartitionFailure]:
 
 
 def _problems(data_dir: str) -> list[str]:
-    """The landing zone's problems as the survey stored them, one line each."""
+    """The landing zone's problems as the survey stored them, one line each (escaped: a name
+    in the landing zone cannot forge an output line)."""
     frame = TableStore(data_dir).read_zone(Asset.LANDING_PROBLEMS)
     if frame is None:
         return []
-    out = []
-    for row in frame.iter_rows(named=True):
-        held = "" if row["lines"] is None else f", {row['lines']} lines not read"
-        out.append(f"{row['path']}: {row['reason']}{held} ({row['detail']})")
-    return out
+    return [landing.problem_line(row) for row in frame.iter_rows(named=True)]
 
 
 def run_all(

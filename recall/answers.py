@@ -189,3 +189,18 @@ class SubgraphAnswer(_Frozen):
     entities: list[EntityCard] = Field(default_factory=list)
     facts: list[RecalledFact] = Field(default_factory=list)
     notice: str = NOTICE
+
+
+class FactPage(_Frozen):
+    """One page of a tenant's stored facts (`recall.listing`), newest first."""
+
+    scope: str
+    as_of: datetime
+    status: Literal["valid", "closed", "all"] = Field(
+        description="valid: valid at as_of; closed: closed (retracted, superseded) by as_of; all"
+    )
+    total: int = Field(description="facts matching the filters")
+    more: int = Field(description="matching facts after this page")
+    next_cursor: str | None = Field(None, description="pass as `cursor` for the next page")
+    facts: list[RecalledFact] = Field(default_factory=list)
+    notice: str = NOTICE

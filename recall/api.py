@@ -9,12 +9,23 @@ Endpoints (all under a bearer key except ``/healthz``; ``/metrics`` needs a key 
 - ``POST /v1/recall``: facts answering a question, as a `RecallAnswer`.
 - ``GET /v1/entities``: a scope's entities by name, alias, type and vector similarity.
 - ``POST /v1/subgraph``: facts within 1-2 hops of given entity ids.
+- ``GET /v1/facts``: a tenant's stored facts, filtered (entity, predicate, valid/closed/all at
+  ``as_of``) and paged (``total``, ``more``, ``next_cursor``), newest first (`recall.listing`).
 - ``POST /v1/triples``: explicit facts, validated at once by the pipeline's own contract
   (`schemas.triples.items_to_triples`); any reject answers 422 with every reason, else they are
   landed as one ``upsert_graph_triples`` tool turn and 202 gives their ids.
-- ``POST /v1/turns``: conversation turns, checked by the landing reader's own rules (the same
-  `schemas.rules.TimeWindow` as ingestion: a ``ts`` before ``MEMFLOW_HISTORY_START`` or too far
-  ahead answers 422 with the reason) and landed (202).
+- ``POST /v1/turns``: conversation turns, redacted, checked by the landing reader's own rules
+  (the same `schemas.rules.TimeWindow` as ingestion: a ``ts`` before ``MEMFLOW_HISTORY_START`` or
+  too far ahead answers 422 with the reason) and landed (202); the input of tools other than the
+  memory tools is not written (the pipeline never stores it).
+- ``POST /v1/retractions``: retract facts (by id or triple) or forget entities: one
+  ``retract_facts`` turn with the key's id as ``by``; the facts stage closes them at its time.
+- ``DELETE /v1/tenants/{org}/{repo}``: erase everything of a tenant (an ``admin`` key that
+  covers it; the server's `recall.ports.TenantEraser`), answering its report; 501 without one.
+
+Writes go through `recall.writes` (the MCP server's path too) and answer ``ingest``: the
+`recall.ports.IngestTrigger`'s answer (a run asked for now, when the data is expected to be
+recallable), or why nothing ingests it on its own.
 
 Scope names are `schemas.scope.Scope`'s (a trailing newline or a path step answers 422), so a
 write can never create a landing directory that ingestion would refuse. A triple's
@@ -33,8 +44,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -42,25 +52,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
-import orjson
 from fastapi import Depends, FastAPI, Query, Request, Security
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from memflow.landing import read_landing_file
-from memflow.landing_writer import (
-    Landed,
-    LandingUnsafe,
-    LandingWriter,
-    LineTooLong,
-    explicit_turn,
-    iso_utc,
-)
 from recall.answers import (
     EntitySearchAnswer,
+    FactPage,
     Ranking,
     RecallAnswer,
     RecallError,
@@ -79,17 +81,23 @@ from recall.api_guard import (
     validation_details,
 )
 from recall.auth import KeyRing, Principal
+from recall.listing import MAX_PAGE, list_facts
 from recall.metrics import CONTENT_TYPE, ApiMetrics
+from recall.ports import IngestTrigger, TenantEraser
 from recall.requests import (
+    MAX_ID_CHARS,
     MAX_LIMIT,
     MAX_SEARCH_CHARS,
     ApiLimits,
+    EraseAnswer,
+    FactStatus,
     Health,
     RecallRequest,
+    RetractionAccepted,
+    RetractionsRequest,
     StoreHealth,
     SubgraphRequest,
     TenantRef,
-    TripleAccepted,
     TriplesAccepted,
     TriplesRequest,
     TurnsAccepted,
@@ -97,13 +105,11 @@ from recall.requests import (
     parse_tenant,
 )
 from recall.service import RecallService
+from recall.writes import Writes
 from resources.graph.base import GraphStoreError
 from resources.vector.base import VectorStoreError
-from schemas import ids
-from schemas.redaction import redact_id
 from schemas.rules import DEFAULT_TIME_WINDOW, TimeWindow
-from schemas.scope import Scope
-from schemas.triples import TurnContext, items_to_triples
+from schemas.scope import Scope, ScopeError
 
 log = logging.getLogger("memflow.api")
 
@@ -119,7 +125,7 @@ def _json(model: BaseModel, status: int = 200) -> Response:
 
 
 class Api:
-    """State shared by the routes: the service, keys, landing writer, metrics."""
+    """State shared by the routes: the service, keys, writes, eraser, metrics."""
 
     def __init__(
         self,
@@ -129,10 +135,17 @@ class Api:
         metrics: ApiMetrics,
         public_metrics: bool,
         window: TimeWindow = DEFAULT_TIME_WINDOW,
+        ingest_trigger: IngestTrigger | None = None,
+        eraser: TenantEraser | None = None,
     ) -> None:
         self.keys = keys
         self.window = window
-        self.landing = LandingWriter(landing_dir) if landing_dir is not None else None
+        self.writes = (
+            Writes(landing_dir, window=window, trigger=ingest_trigger)
+            if landing_dir is not None
+            else None
+        )
+        self.eraser = eraser
         self.limits = limits
         self.metrics = metrics
         self.public_metrics = public_metrics
@@ -199,48 +212,17 @@ class Api:
             self._known[scope] = now
         return scope
 
-    def writable(self, principal: Principal, ref: TenantRef) -> Scope:
-        scope = ref.scope()
-        if not principal.allows(scope):
+    def writable(self, principal: Principal, ref: TenantRef) -> Writes:
+        """The write path, if the key was granted the scope (else 404) and the server has a
+        landing zone (else 503)."""
+        if not principal.allows(ref.scope()):
             raise tenant_not_found()
-        if self.landing is None:
+        if self.writes is None:
             raise ApiError(503, "landing_unconfigured", "this server accepts no writes")
-        return scope
+        return self.writes
 
-    def land(self, scope: Scope, turns: Sequence[Mapping[str, Any]]) -> Landed:
-        """Write the turns as one landing file, checked by the landing reader's own rules
-        before it becomes visible to the sensor."""
-        assert self.landing is not None
-        root = self.landing.root
-
-        def check(hidden: Path) -> None:
-            read = read_landing_file(hidden, root, window=self.window)
-            if read.problem is not None:  # the file just written is not a regular file
-                raise ApiError(503, "landing_unavailable", "the landing zone refused the write")
-            if read.rejects.height:
-                details = [
-                    {"index": (line or 1) - 1, "reason": reason, "detail": detail}
-                    for line, reason, detail in read.rejects.select(
-                        "line_no", "reason", "detail"
-                    ).iter_rows()
-                ]
-                raise ApiError(
-                    422, "turns_rejected", "turns do not meet the landing format", details
-                )
-
-        try:
-            return self.landing.write(scope, turns, check)
-        except LineTooLong as exc:
-            raise ApiError(413, "payload_too_large", str(exc)) from None
-        except LandingUnsafe:
-            log.warning("landing directory of %s is not a plain directory", scope.key)
-            raise ApiError(
-                503, "landing_unavailable", "the landing zone refused the write"
-            ) from None
-        except (orjson.JSONEncodeError, TypeError):
-            raise ApiError(
-                422, "invalid_request", "a turn cannot be written as JSON (nesting or numbers)"
-            ) from None
+    def forget_known(self, scope: Scope) -> None:
+        self._known.pop(scope, None)
 
 
 # The service of the request under way (`Api.hold`); route handlers run in worker threads,
@@ -273,16 +255,29 @@ def create_app(
     public_metrics: bool = False,
     on_close: Callable[[], None] | None = None,
     window: TimeWindow | None = None,
+    ingest_trigger: IngestTrigger | None = None,
+    eraser: TenantEraser | None = None,
 ) -> FastAPI:
     """The API app. Give a built `service`, or a `service_factory` run at startup (its service
     is closed at shutdown). `on_close` runs at shutdown too (e.g. to close the stores).
     Without `landing_dir` the write endpoints answer 503. `window` is the turns' time window,
-    the one ingestion applies (`TimeWindow.from_settings`; default: the settings' defaults)."""
+    the one ingestion applies (`TimeWindow.from_settings`; default: the settings' defaults).
+    `ingest_trigger` is asked for the tenant's run after each write; `eraser` erases a tenant
+    (without one, ``DELETE /v1/tenants/...`` answers 501)."""
     if (service is None) == (service_factory is None):
         raise ValueError("give exactly one of service and service_factory")
     metrics = ApiMetrics()
     limits = limits or ApiLimits()
-    api = Api(keys, landing_dir, limits, metrics, public_metrics, window or DEFAULT_TIME_WINDOW)
+    api = Api(
+        keys,
+        landing_dir,
+        limits,
+        metrics,
+        public_metrics,
+        window or DEFAULT_TIME_WINDOW,
+        ingest_trigger,
+        eraser,
+    )
     api.service = service
 
     @asynccontextmanager
@@ -310,7 +305,12 @@ def create_app(
     app.add_middleware(GuardMiddleware, limits=limits, metrics=metrics)
     app.add_middleware(_HoldService, api=api)
     _install_error_handlers(app, metrics)
-    _install_routes(app, api)
+    _read_routes(app, api)
+    _write_routes(app, api)
+    _memory_routes(app, api)
+    _retraction_routes(app, api)
+    _erase_routes(app, api)
+    _ops_routes(app, api)
     return app
 
 
@@ -376,18 +376,24 @@ def _install_error_handlers(app: FastAPI, metrics: ApiMetrics) -> None:
 _bearer = HTTPBearer(auto_error=False, description="an API key from `memflow keys add`")
 
 
-def _caller(request: Request, _: Any = Security(_bearer)) -> Principal:
-    api: Api = request.app.state.api
+def _authenticate(api: Api, request: Request) -> Principal:
+    # The raw header, not HTTPBearer's parse: that one also takes "Bearer  key" (two spaces)
+    # and "Bearer key extra"; `recall.auth.parse_bearer` takes exactly one token68. HTTPBearer
+    # stays declared so the OpenAPI schema publishes the scheme.
     found = api.keys.authenticate(request.headers.get("authorization"))
     if found is None:
         raise ApiError(401, "unauthorized", "a valid bearer key is required")
     return found
 
 
+def _caller(request: Request, _: Any = Security(_bearer)) -> Principal:
+    return _authenticate(request.app.state.api, request)
+
+
 Caller = Annotated[Principal, Depends(_caller)]
 
 
-def _install_routes(app: FastAPI, api: Api) -> None:
+def _read_routes(app: FastAPI, api: Api) -> None:
     @app.post(
         "/v1/recall",
         response_model=RecallAnswer,
@@ -429,11 +435,7 @@ def _install_routes(app: FastAPI, api: Api) -> None:
         limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 10,
         ranking: Ranking = "auto",
     ) -> Response:
-        try:
-            scope = parse_tenant(tenant)
-        except ValueError as exc:
-            raise ApiError(422, "invalid_request", str(exc)) from None
-        scope = api.readable(caller, scope)
+        scope = api.readable(caller, _query_tenant(tenant))
         return _json(api.svc().search_entities(scope, q, limit, ranking=ranking))
 
     @app.post(
@@ -450,85 +452,166 @@ def _install_routes(app: FastAPI, api: Api) -> None:
         )
         return _json(answer)
 
+
+def _query_tenant(tenant: str) -> Scope:
+    try:
+        return parse_tenant(tenant)
+    except ValueError as exc:
+        raise ApiError(422, "invalid_request", str(exc)) from None
+
+
+WRITE_ERRORS = {**AUTH_ERRORS, **TENANT_ERRORS, **responses((503, "this server accepts no writes"))}
+
+
+def _write_routes(app: FastAPI, api: Api) -> None:
     @app.post(
         "/v1/triples",
         status_code=202,
         response_model=TriplesAccepted,
-        responses={
-            **AUTH_ERRORS,
-            **TENANT_ERRORS,
-            **responses((503, "this server accepts no writes")),
-        },
+        responses=WRITE_ERRORS,
         summary="Save explicit facts: validated at once, landed for the pipeline",
         tags=["write"],
     )
     def triples(body: TriplesRequest, caller: Caller) -> Response:
-        scope = api.writable(caller, body)
-        now = datetime.now(UTC)
-        ctx = TurnContext(
-            tenant_id=scope.tenant_id,
-            ns=scope.ns,
-            day=now.date().isoformat(),
-            # Ids as ingestion will store them (`memflow.landing` redacts id fields), so the
-            # ids answered are the ones the pipeline computes, and no secret is echoed.
-            session_id=redact_id(body.session_id) if body.session_id else f"api-{uuid.uuid4().hex}",
-            turn_id=f"api-{uuid.uuid4().hex}",
-            ts=now,
-            client=redact_id(body.client),
-            model="explicit",
-            source="explicit",
+        writes = api.writable(caller, body)
+        scope = body.scope()
+        saved = writes.save_triples(
+            scope, body.triples, session_id=body.session_id, client=body.client, strict=True
         )
-        cleaned, rejects = check_triples(body.triples, ctx)
-        if rejects:
-            raise ApiError(
-                422,
-                "triples_rejected",
-                f"{len(rejects)} of {len(body.triples)} triples do not meet the contract; "
-                "nothing was saved",
-                rejects,
-            )
-        # The pipeline re-validates exactly what is landed, so the ids it will compute are these.
-        rows, again = items_to_triples(cleaned, ctx)
-        if again:
-            raise ApiError(500, "internal_error", "triples changed on re-validation")
-        turn = explicit_turn(
-            session_id=ctx.session_id,
-            turn_id=ctx.turn_id,
-            ts=now,
-            client=ctx.client,
-            triples=cleaned,
-        )
-        landed = api.land(scope, [turn])
-        api.metrics.landed(scope, "triples", len(rows))
-        accepted = TriplesAccepted(
-            tenant=scope.key,
-            accepted=len(rows),
-            session_id=ctx.session_id,
-            turn_id=ctx.turn_id,
-            landing_file=landed.name,
-            triples=[accepted_triple(i, scope, row) for i, row in enumerate(rows)],
-        )
-        return _json(accepted, 202)
+        api.metrics.landed(scope, "triples", saved.accepted)
+        return _json(saved, 202)
 
     @app.post(
         "/v1/turns",
         status_code=202,
         response_model=TurnsAccepted,
-        responses={
-            **AUTH_ERRORS,
-            **TENANT_ERRORS,
-            **responses((503, "this server accepts no writes")),
-        },
+        responses=WRITE_ERRORS,
         summary="Offload conversation turns to the landing zone",
         tags=["write"],
     )
     def turns(body: TurnsRequest, caller: Caller) -> Response:
-        scope = api.writable(caller, body)
-        landed = api.land(scope, [t.model_dump(exclude_none=True) for t in body.turns])
-        api.metrics.landed(scope, "turns", landed.lines)
-        accepted = TurnsAccepted(tenant=scope.key, accepted=landed.lines, landing_file=landed.name)
-        return _json(accepted, 202)
+        writes = api.writable(caller, body)
+        scope = body.scope()
+        saved = writes.save_turns(scope, [t.model_dump(exclude_none=True) for t in body.turns])
+        api.metrics.landed(scope, "turns", saved.accepted)
+        return _json(saved, 202)
 
+
+def _memory_routes(app: FastAPI, api: Api) -> None:
+    @app.get(
+        "/v1/facts",
+        response_model=FactPage,
+        responses={**AUTH_ERRORS, **TENANT_ERRORS, **STORE_ERRORS},
+        summary="A tenant's stored facts, filtered and paged (newest first)",
+        tags=["memory"],
+    )
+    def facts(
+        caller: Caller,
+        tenant: Annotated[str, Query(max_length=201, description="ORG/REPO")],
+        entity: Annotated[
+            str | None, Query(max_length=1000, description="an entity's id or name")
+        ] = None,
+        predicate: Annotated[str | None, Query(max_length=200)] = None,
+        status: FactStatus = "valid",
+        as_of: Annotated[datetime | None, Query(description="default: now")] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20,
+        cursor: Annotated[str | None, Query(max_length=MAX_ID_CHARS)] = None,
+    ) -> Response:
+        scope = api.readable(caller, _query_tenant(tenant))
+        when = _aware(as_of)
+        page = list_facts(
+            api.svc(),
+            scope,
+            entity=entity,
+            predicate=predicate,
+            status=status,
+            as_of=when,
+            limit=limit,
+            cursor=cursor,
+        )
+        return _json(page)
+
+
+def _retraction_routes(app: FastAPI, api: Api) -> None:
+    @app.post(
+        "/v1/retractions",
+        status_code=202,
+        response_model=RetractionAccepted,
+        responses=WRITE_ERRORS,
+        summary="Retract facts or forget entities (applied by the pipeline at this time)",
+        tags=["memory"],
+    )
+    def retractions(body: RetractionsRequest, caller: Caller) -> Response:
+        writes = api.writable(caller, body)
+        scope = body.scope()
+        items = [i.model_dump(exclude_none=True) for i in body.retract]
+        saved = writes.retract(
+            scope,
+            items,
+            reason=body.reason,
+            by=caller.by,
+            client=body.client,
+            session_id=body.session_id,
+        )
+        api.metrics.landed(scope, "retractions", saved.accepted)
+        return _json(saved, 202)
+
+
+def _erase_routes(app: FastAPI, api: Api) -> None:
+    @app.delete(
+        "/v1/tenants/{org}/{repo}",
+        response_model=EraseAnswer,
+        responses={
+            **AUTH_ERRORS,
+            **TENANT_ERRORS,
+            **responses(
+                (403, "the key is not an admin key"),
+                (501, "this server cannot erase tenants"),
+                (503, "erasing failed part way; the report says what is left"),
+            ),
+        },
+        summary="Erase everything memflow holds for a tenant (admin keys only)",
+        tags=["memory"],
+    )
+    def erase(
+        caller: Caller,
+        org: Annotated[str, PathParam(max_length=100)],
+        repo: Annotated[str, PathParam(max_length=100)],
+    ) -> Response:
+        try:
+            scope = Scope(org, repo)
+        except ScopeError:
+            raise tenant_not_found() from None
+        if not caller.allows(scope):
+            raise tenant_not_found()
+        if not caller.admin:
+            raise ApiError(403, "forbidden", "erasing a tenant needs an admin key")
+        if api.eraser is None:
+            raise ApiError(
+                501,
+                "erase_unavailable",
+                "this server was started without a tenant eraser (memflow serve / memflow up "
+                "provide one; `memflow erase --tenant ORG/REPO --yes` works without a server)",
+            )
+        report = api.eraser(scope)
+        api.forget_known(scope)
+        log.warning("tenant %s erased by %s", scope.key, caller.key_id)
+        answer = EraseAnswer(
+            tenant=scope.key,
+            erased=not report.problems,
+            removed=dict(report.removed),
+            problems=list(report.problems),
+        )
+        return _json(answer, 200 if answer.erased else 503)
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def _ops_routes(app: FastAPI, api: Api) -> None:
     @app.get(
         "/healthz",
         response_model=Health,
@@ -550,59 +633,10 @@ def _install_routes(app: FastAPI, api: Api) -> None:
     )
     def metrics(request: Request, _: Any = Security(_bearer)) -> Response:
         if not api.public_metrics:
-            found = api.keys.authenticate(request.headers.get("authorization"))
-            if found is None:
-                raise ApiError(401, "unauthorized", "a valid bearer key is required")
+            found = _authenticate(api, request)
             if not found.metrics:
                 raise ApiError(403, "forbidden", "this key may not read metrics")
         return Response(api.metrics.render(), media_type=CONTENT_TYPE)
-
-
-def check_triples(
-    items: Sequence[Any], ctx: TurnContext
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(landable items, rejects with index/reason/detail). Each item goes through the
-    pipeline's contract alone, so every reject is tied to its index."""
-    cleaned: list[dict[str, Any]] = []
-    rejects: list[dict[str, Any]] = []
-    for index, item in enumerate(items):
-        rows, bad = items_to_triples([item], ctx)
-        for row in bad:
-            rejects.append({"index": index, "reason": row["reason"], "detail": row["detail"]})
-        for row in rows:
-            cleaned.append(_landable(row))
-    return cleaned, rejects
-
-
-def _landable(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A contract-clean triple as a landing item: redacted names, normalised predicate,
-    explicit confidence and validity start; nothing else of the client's item survives."""
-    item: dict[str, Any] = {
-        "subject": row["subject"],
-        "predicate": row["predicate"],
-        "object": row["object"],
-        "confidence": row["confidence"],
-        "valid_from": iso_utc(row["valid_from"]),
-    }
-    for key in ("supersedes", "subject_type", "object_type"):
-        if row.get(key):
-            item[key] = row[key]
-    return item
-
-
-def accepted_triple(index: int, scope: Scope, row: Mapping[str, Any]) -> TripleAccepted:
-    s_id = ids.entity_id(scope.tenant_id, scope.ns, ids.norm_key(row["subject"]))
-    o_id = ids.entity_id(scope.tenant_id, scope.ns, ids.norm_key(row["object"]))
-    return TripleAccepted(
-        index=index,
-        triple_id=row["triple_id"],
-        fact_id=ids.fact_id(scope.tenant_id, scope.ns, s_id, row["predicate"], o_id),
-        subject_id=s_id,
-        object_id=o_id,
-        subject=row["subject"],
-        predicate=row["predicate"],
-        object=row["object"],
-    )
 
 
 async def _health(api: Api) -> Health:

@@ -19,18 +19,12 @@ from starlette.types import Scope as AsgiScope
 
 from recall.metrics import ApiMetrics
 from recall.requests import ApiLimits, ErrorBody
+from recall.writes import WriteRefused
 from schemas.redaction import redact_record
 
-
-class ApiError(Exception):
-    def __init__(
-        self, status: int, code: str, message: str, details: list[dict[str, Any]] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.details = details
+# One refusal type for the routes and the write path (`recall.writes`): the error body is
+# built from it wherever it is raised.
+ApiError = WriteRefused
 
 
 NOT_FOUND_MESSAGE = "tenant not found"

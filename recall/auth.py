@@ -9,6 +9,8 @@ Keys file (JSON, path in ``MEMFLOW_API_KEYS_FILE``, default ``<data_dir>/api-key
 - Only the SHA-256 of a key is stored; the plaintext is shown once, by `add_key`.
 - ``repos`` is a list of repo names or ``"*"`` (every repo of the org, present and future).
 - ``metrics: true`` lets the key read ``GET /metrics`` (which lists tenant names).
+- ``admin: true`` lets the key erase a tenant it covers (``DELETE /v1/tenants/{org}/{repo}``,
+  the MCP tool ``erase_memory``): irreversible, so no ordinary key may.
 - The file is re-read when it changes (checked at most every `RELOAD_INTERVAL_S`), so
   `add_key` / `remove_key` take effect on a running server.
 
@@ -61,6 +63,12 @@ class Principal:
     org: str
     repos: frozenset[str] | None
     metrics: bool = False
+    admin: bool = False
+
+    @property
+    def by(self) -> str:
+        """How writes record who asked (retractions keep it): the key's id, never the key."""
+        return f"key:{self.key_id}"
 
     def allows(self, scope: Scope) -> bool:
         return scope.tenant_id == self.org and (self.repos is None or scope.ns in self.repos)
@@ -105,6 +113,7 @@ def _entry(raw: Any, index: int) -> _Entry:
             org=org,
             repos=None if repos == ALL_REPOS else frozenset(repos),
             metrics=raw.get("metrics") is True,
+            admin=raw.get("admin") is True,
         ),
     )
 
@@ -141,6 +150,7 @@ def add_key(
     repos: Sequence[str] | str,
     *,
     metrics: bool = False,
+    admin: bool = False,
 ) -> str:
     """Create a key for `org` and `repos` (names, or "*" for all), store its SHA-256 in the
     keys file (created with mode 0600) and return the plaintext key: it is shown only once."""
@@ -155,6 +165,7 @@ def add_key(
         "org": org,
         "repos": repo_list,
         "metrics": metrics,
+        "admin": admin,
         "created": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
     }
     _entry(entry, 0)  # validates org and repos before anything is written

@@ -62,7 +62,7 @@ USER_AGENT = "memflow-client/1"
 MAX_RESPONSE_BYTES = 16 << 20
 # Asked again once on a fresh connection when a kept-alive one turns out closed; writes never
 # are (the server may have landed them before the connection broke).
-_READS = frozenset({"/healthz", "/v1/recall", "/v1/entities", "/v1/subgraph"})
+_READS = frozenset({"/healthz", "/v1/recall", "/v1/entities", "/v1/subgraph", "/v1/facts"})
 
 
 def _left(deadline: float) -> float:
@@ -235,8 +235,9 @@ class MemflowClient:
                 return decoded
             raise ApiUnreachable("protocol", f"{s.url}: the answer is not a JSON object")
         error = decoded.get("error") if isinstance(decoded, dict) else None
-        if not isinstance(error, dict):
-            raise ApiError(response.status, "http_error", response.reason or "error")
+        if not isinstance(error, dict):  # e.g. a partial erase's report, answered 503
+            body = [decoded] if isinstance(decoded, dict) else None
+            raise ApiError(response.status, "http_error", response.reason or "error", body)
         return _raise(response.status, error)
 
     # -- endpoints -----------------------------------------------------------------------
@@ -308,6 +309,51 @@ class MemflowClient:
     ) -> dict[str, Any]:
         body = {"tenant": scope.key, "turns": [dict(t) for t in turns]}
         return self._call("POST", "/v1/turns", json=body, timeout=timeout)
+
+    def facts(
+        self,
+        scope: Scope,
+        *,
+        entity: str | None = None,
+        predicate: str | None = None,
+        status: str = "valid",
+        as_of: datetime | str | None = None,
+        limit: int = 20,
+        cursor: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"tenant": scope.key, "status": status, "limit": limit}
+        for name, value in (
+            ("entity", entity),
+            ("predicate", predicate),
+            ("as_of", _iso(as_of)),
+            ("cursor", cursor),
+        ):
+            if value is not None:
+                params[name] = value
+        return self._call("GET", "/v1/facts", params=params, timeout=timeout)
+
+    def retract(
+        self,
+        scope: Scope,
+        items: Sequence[Mapping[str, Any]],
+        *,
+        reason: str | None = None,
+        session_id: str | None = None,
+        client: str = "api",
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"tenant": scope.key, "retract": [dict(i) for i in items]}
+        body["client"] = client
+        if reason:
+            body["reason"] = reason
+        if session_id:
+            body["session_id"] = session_id
+        return self._call("POST", "/v1/retractions", json=body, timeout=timeout)
+
+    def erase(self, scope: Scope, *, timeout: float | None = None) -> dict[str, Any]:
+        path = f"/v1/tenants/{scope.tenant_id}/{scope.ns}"
+        return self._call("DELETE", path, timeout=timeout)
 
 
 def _raise(status: int, error: Mapping[str, Any]) -> dict[str, Any]:

@@ -225,8 +225,22 @@ class TurnsRequest(TenantRef):
 # -- answers -----------------------------------------------------------------------------
 
 
+class IngestInfo(BaseModel):
+    """When what was written is expected to be recallable (`recall.ports.IngestRequest`)."""
+
+    requested: bool = Field(description="a run of the tenant was asked for now")
+    run_id: str | None = None
+    expected_by: datetime | None = Field(
+        None, description="when the data should be recallable (an estimate), if known"
+    )
+    reason: str | None = Field(None, description="why no run was asked for, or how it went")
+
+
 class TripleAccepted(BaseModel):
-    index: int
+    index: int = Field(description="the item's place in the request's `triples`")
+    status: Literal["saved", "saved_with_warning"] = "saved"
+    warning: str | None = Field(None, description="what was changed, e.g. valid_from_unparsed")
+    warning_detail: str | None = None
     triple_id: str
     fact_id: str
     subject_id: str
@@ -236,20 +250,106 @@ class TripleAccepted(BaseModel):
     object: str
 
 
+class TripleRejected(BaseModel):
+    index: int
+    reason: str
+    detail: str | None = None
+
+
+WRITE_NOTICE = "landed for the pipeline; recallable once the tenant's run has ingested it (ingest)"
+
+
 class TriplesAccepted(BaseModel):
     tenant: str
     accepted: int
     session_id: str
     turn_id: str
-    landing_file: str
-    triples: list[TripleAccepted]
-    notice: str = "landed for the pipeline; recallable once the tenant's sinks have run"
+    landing_file: str | None = None
+    triples: list[TripleAccepted] = Field(default_factory=list)
+    rejected: list[TripleRejected] = Field(
+        default_factory=list, description="items not saved (never for the API: it refuses them)"
+    )
+    ingest: IngestInfo | None = None
+    notice: str = WRITE_NOTICE
 
 
 class TurnsAccepted(BaseModel):
     tenant: str
     accepted: int
     landing_file: str
+    tool_inputs_left_out: int = Field(
+        0, description="inputs of tools other than the memory tools: never written"
+    )
+    ingest: IngestInfo | None = None
+    notice: str = WRITE_NOTICE
+
+
+# -- list, retract, erase --------------------------------------------------------------------
+
+FactStatus = Literal["valid", "closed", "all"]
+
+
+class RetractItemIn(_Request):
+    """One of: `fact_id`; `subject` + `predicate` + `object`; `entity` (forget an entity: every
+    open fact it is subject or object of, and its name)."""
+
+    fact_id: str | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
+    subject: str | None = Field(None, max_length=1000)
+    predicate: str | None = Field(None, max_length=1000)
+    object: str | None = Field(None, max_length=1000)
+    entity: str | None = Field(None, max_length=1000, description="an entity's name or id")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> RetractItemIn:
+        triple = (self.subject, self.predicate, self.object)
+        forms = [
+            self.fact_id is not None,
+            self.entity is not None,
+            any(v is not None for v in triple),
+        ]
+        if sum(forms) != 1:
+            raise ValueError("give one of: fact_id; subject, predicate and object; entity")
+        if forms[2] and any(v is None for v in triple):
+            raise ValueError("a triple needs subject, predicate and object")
+        return self
+
+
+class RetractionsRequest(TenantRef):
+    retract: list[RetractItemIn] = Field(min_length=1, max_length=MAX_TRIPLES)
+    reason: str | None = Field(None, max_length=1000, description="why (kept with the record)")
+    client: str = Field("api", min_length=1, max_length=100)
+    session_id: str | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
+
+
+class RetractItemOut(BaseModel):
+    fact_id: str | None = Field(None, description="given, or the fact the triple names")
+    subject: str | None = None
+    predicate: str | None = None
+    object: str | None = None
+    entity: str | None = None
+
+
+class RetractionAccepted(BaseModel):
+    tenant: str
+    accepted: int
+    items: list[RetractItemOut]
+    by: str = Field(description="who asked: the key's id, as the retraction record keeps it")
+    at: datetime = Field(description="the retraction's time: facts leave recall from then on")
+    session_id: str
+    turn_id: str
+    landing_file: str
+    ingest: IngestInfo | None = None
+    notice: str = (
+        "landed for the pipeline: once the tenant's run has applied it (ingest), the facts are "
+        "closed at `at`, leave recall, and stay visible to an as_of before `at`"
+    )
+
+
+class EraseAnswer(BaseModel):
+    tenant: str
+    erased: bool
+    removed: dict[str, int] = Field(description="what went, place by place")
+    problems: list[str] = Field(default_factory=list)
 
 
 class StoreHealth(BaseModel):

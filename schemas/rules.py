@@ -74,6 +74,10 @@ class Reason:
     DUPLICATE_TURN = "duplicate_turn"
     BAD_RETRACTION = "bad_retraction"  # a retract_facts item memflow cannot read
     RETRACT_UNKNOWN = "retract_unknown"  # a retraction that matched no open fact
+    # A Parquet row whose values, decoded, take more than a JSONL line may (`MAX_LINE_BYTES`).
+    ROW_TOO_LARGE = "row_too_large"
+    # A Parquet file past the reader's bounds (size on disk, rows, decoded size): one record.
+    FILE_TOO_LARGE = "file_too_large"
 
 
 # ------------------------------------------------------------------------------ time window

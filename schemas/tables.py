@@ -51,7 +51,9 @@ RAW_TURNS: dict[str, pl.DataType] = {
     "content": pl.String(),  # redacted; null once retention dropped it
     "content_sha256": pl.String(),  # of the redacted content; kept after retention
     "tool_name": pl.String(),
-    "tool_triples": pl.String(),  # redacted JSON array from tool_input.triples, or null
+    # redacted JSON: an upsert's tool_input.triples array, a retract_facts turn's
+    # {"retract": [...], "reason"?, "by"?}; null for any other turn
+    "tool_triples": pl.String(),
     # A retract_facts call's input, redacted JSON {"retract": [...], "reason", "by"} (only what
     # memflow applies; `memflow.retractions`), or null. Null in tables written before it.
     "tool_retract": pl.String(),
@@ -168,6 +170,10 @@ EXTRACTION_LOG: dict[str, pl.DataType] = {
     "triples": pl.Int64(),
     "rejects": pl.Int64(),
     "extracted_at": UTC_TS,
+    # What the turn held when it was extracted (`memflow.extract.turn_fingerprint`): a turn
+    # restated under the same ids with other content is extracted again. Null in logs written
+    # before the column existed (those turns count as unchanged).
+    "turn_sha256": pl.String(),
 }
 
 # What the landing zone holds that no tenant's reader consumed: entries that are not regular
@@ -177,7 +183,7 @@ EXTRACTION_LOG: dict[str, pl.DataType] = {
 LANDING_PROBLEMS: dict[str, pl.DataType] = {
     "path": pl.String(),  # relative to the landing root, posix; ids redacted
     "reason": pl.String(),  # invalid_scope | symlink | not_a_regular_file | nested_directory |
-    # misplaced_file | missing_root | unreadable_file | vanished
+    # misplaced_file | missing_root | unreadable_file | vanished | hidden_directory
     "detail": pl.String(),
     "lines": pl.Int64(),  # non-blank lines / Parquet rows it holds; null: not counted
     "tenant_id": pl.String(),  # the tenant whose directory holds it; null outside any tenant

@@ -38,8 +38,10 @@ What a turn keeps
   NotebookRead, WebFetch, apply_patch, ``cat``/``sed -n``/``head``... commands) is replaced by
   ``[<tool> output omitted: N characters]``.
 
-Everything written (content, tool input, session and turn ids) goes through
-`schemas.redaction` first. Thinking/reasoning, images, summaries, compaction summaries and
+A turn that is not the user's or the agent's own carries ``origin`` (`memflow.importers.origins`).
+Files are written through the one landing writer (`memflow.landing_writer`: directory
+descriptors, no symlinks). Everything written (content, tool input, session and turn ids) goes
+through `schemas.redaction` first. Thinking/reasoning, images, summaries, compaction summaries and
 bookkeeping records are skipped and counted in the report, never written.
 
 A record that cannot be read is reported with its file and line (``invalid_json``,
@@ -50,13 +52,11 @@ record content.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
-import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,8 +64,9 @@ from typing import Any
 
 import orjson
 
-from memflow.importers.tenant import TenantMapper, scope_of
+from memflow.importers.tenant import TenantMapper
 from memflow.landing import JSONL_SUFFIX, MAX_LINE_BYTES, UPSERT_TOOL, read_landing_file
+from memflow.landing_writer import LandingWriter, TenantDir
 from schemas.redaction import redact, redact_json
 from schemas.scope import Scope
 
@@ -152,6 +153,7 @@ class ImportSettings:
     include_sidechains: bool = True
     check_files: bool = False  # read each file back with the landing reader before it lands
     durable: bool = False  # fsync each landing file before its rename (see the module docstring)
+    incremental: bool = False  # read growing files from where the last import stopped (Codex)
 
     @classmethod
     def from_env(
@@ -192,6 +194,7 @@ class ImportReport:
     errors_total: int = 0
     landed: list[str] = field(default_factory=list)
     tenants: Counter[str] = field(default_factory=Counter)  # turns written per org/repo
+    moved: Counter[str] = field(default_factory=Counter)  # "old -> new": landing files moved
     seconds: float = 0.0
 
     def problem(
@@ -215,6 +218,7 @@ class ImportReport:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.update(other.skipped)
         self.tenants.update(other.tenants)
+        self.moved.update(other.moved)
         self.errors.extend(other.errors[: max(0, MAX_PROBLEMS_KEPT - len(self.errors))])
         self.landed.extend(other.landed)
         return self
@@ -233,8 +237,18 @@ class ImportReport:
             "errors": [str(p) for p in self.errors],
             "landed": list(self.landed),
             "tenants": dict(sorted(self.tenants.items())),
+            "moved": dict(sorted(self.moved.items())),
+            "exit_code": self.exit_code(),
             "seconds": round(self.seconds, 3),
         }
+
+    def exit_code(self) -> int:
+        """What this input came to, whatever was imported before: 0 every record was read (new
+        or already landed); 1 some records or files could not be read (the rest was
+        imported); 2 nothing could be read (no file, or files in the other agent's format)."""
+        if self.errors_total == 0:
+            return 0
+        return 1 if self.records and self.sessions else 2
 
     def summary(self) -> str:
         line = (
@@ -244,6 +258,10 @@ class ImportReport:
         )
         if self.skipped:
             line += "; skipped " + ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items()))
+        if self.moved:
+            line += "; moved to new tenants " + ", ".join(
+                f"{k} ({v} files)" for k, v in sorted(self.moved.items())
+            )
         return line
 
 
@@ -261,6 +279,7 @@ class Turn:
     tool_name: str | None = None
     tool_input: Any = None
     line: int | None = None  # where it came from, for reports
+    origin: str | None = None  # who said it, when not the user or the agent (importers.origins)
 
 
 @dataclass
@@ -438,10 +457,14 @@ def _json_object(text: str) -> dict[str, Any] | None:
 
 
 def collect_files(
-    paths: Iterable[str | os.PathLike[str]], pattern: re.Pattern[str], report: ImportReport
+    paths: Iterable[str | os.PathLike[str]],
+    pattern: re.Pattern[str],
+    report: ImportReport,
+    none_found: str | None = None,
 ) -> list[Path]:
     """Files named directly, and files under folders whose names match `pattern` (symlinked
-    folders are not followed); a path that does not exist is reported."""
+    folders are not followed); a path that does not exist is reported, and so is a folder
+    holding ``.jsonl`` files none of which match (`none_found` says what they may be)."""
     out: list[Path] = []
     seen: set[str] = set()
     for raw in paths:
@@ -453,9 +476,13 @@ def collect_files(
             found = [path]
         elif path.is_dir():
             found = []
+            others = 0
             for root, dirs, files in os.walk(path, followlinks=False):
                 dirs.sort()
                 found.extend(Path(root) / f for f in sorted(files) if pattern.match(f))
+                others += sum(1 for f in files if f.endswith(".jsonl") and not pattern.match(f))
+            if not found and others and none_found:
+                report.problem(path, None, "no_transcripts", f"{others} .jsonl files: {none_found}")
         else:
             report.problem(path, None, "not_found", "no such file or folder")
             continue
@@ -467,11 +494,26 @@ def collect_files(
     return out
 
 
+@dataclass
+class ReadCursor:
+    """Where an incremental read of a file starts and, after it, where it stopped: `offset`
+    bytes and `line_no` lines consumed (an incomplete last line is left for the next read);
+    `line_start` and `lines_before`: where the line last yielded starts (a reader that must read
+    it again next time moves the cursor back there)."""
+
+    offset: int = 0
+    line_no: int = 0
+    line_start: int = 0
+    lines_before: int = 0
+
+
 def iter_jsonl(
-    path: Path, report: ImportReport, max_line_bytes: int
+    path: Path, report: ImportReport, max_line_bytes: int, cursor: ReadCursor | None = None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every JSON object line; other lines are reported. Counts
-    records."""
+    records. With `cursor`, reading starts at its offset and line, and it is moved past every
+    complete line read; a last line without its newline is not read (its writer is still at
+    it)."""
     try:
         fh = path.open("rb")
     except OSError as exc:
@@ -479,14 +521,31 @@ def iter_jsonl(
         return
     with fh:
         line_no = 0
-        while raw := fh.readline(max_line_bytes + 1):
+        if cursor is not None and cursor.offset:
+            fh.seek(cursor.offset)
+            line_no = cursor.line_no
+        while True:
+            start = fh.tell()
+            raw = fh.readline(max_line_bytes + 1)
+            if not raw:
+                break
+            if cursor is not None and not raw.endswith(b"\n") and len(raw) <= max_line_bytes:
+                break  # being written: the next read takes it whole
+            if cursor is not None:
+                cursor.line_start, cursor.lines_before = start, line_no
             line_no += 1
+            if cursor is not None:
+                cursor.line_no = line_no
             if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
                 while raw and not raw.endswith(b"\n"):
                     raw = fh.readline(1 << 20)
                 report.records += 1
                 report.problem(path, line_no, "line_too_long", f"over {max_line_bytes} bytes")
+                if cursor is not None:
+                    cursor.offset = fh.tell()
                 continue
+            if cursor is not None:
+                cursor.offset = fh.tell()
             if line_no == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM) :]
             complete = raw.endswith(b"\n")
@@ -521,21 +580,20 @@ def file_key(session_id: str) -> str:
 
 
 class LandingSink:
-    """Writes each session's new turns as one landing file (see the module docstring)."""
+    """Writes each session's new turns as one landing file (see the module docstring), through
+    the one landing writer (`memflow.landing_writer`: directory descriptors, no symlinks)."""
 
     def __init__(self, settings: ImportSettings, report: ImportReport) -> None:
         self.settings = settings
         self.report = report
+        self.writer = LandingWriter(settings.landing_dir)
         self._scopes: dict[tuple[str | None, str | None], Scope] = {}
 
     def scope_of(self, session: SessionTurns) -> Scope:
         key = (session.cwd, session.remote_url)
         scope = self._scopes.get(key)
         if scope is None:
-            chosen = self.settings.tenants.choose(session.cwd, session.remote_url).scope
-            # a path or remote holding a secret must not carry it into names and directories
-            org, repo = redact(chosen.tenant_id) or "", redact(chosen.ns) or ""
-            scope = chosen if (org, repo) == (chosen.tenant_id, chosen.ns) else scope_of(org, repo)
+            scope = self.settings.tenants.choose(session.cwd, session.remote_url).scope
             self._scopes[key] = scope
         return scope
 
@@ -547,10 +605,9 @@ class LandingSink:
         report.turns_found += len(session.turns)
         scope = self.scope_of(session)
         session_id = redact(session.session_id) or "unknown"
-        directory = self.settings.landing_dir / scope.tenant_id / scope.ns
-        directory.mkdir(parents=True, exist_ok=True)
         prefix = f"{client}-{file_key(session_id)}-"
-        with _locked(directory / LOCK_NAME):
+        with self.writer.tenant(scope) as directory, directory.lock(LOCK_NAME, LOCK_TIMEOUT_S):
+            self._move_legacy(session, scope, directory, prefix)
             landed = _landed_turn_ids(directory, prefix)
             lines: list[bytes] = []
             for turn in session.turns:
@@ -568,36 +625,72 @@ class LandingSink:
                 return None
             body = b"\n".join(lines) + b"\n"
             name = f"{prefix}{hashlib.sha256(body).hexdigest()[:16]}{JSONL_SUFFIX}"
-            final = directory / name
-            if not self._write(final, body, session.source):
+            check = self._check(session.source) if self.settings.check_files else None
+            try:
+                final = directory.write(name, body, check=check, durable=self.settings.durable)
+            except _CheckFailed:
                 return None
         report.turns_written += len(lines)
         report.tenants[scope.key] += len(lines)
         report.landed.append(str(final))
         return final
 
-    def _write(self, final: Path, body: bytes, source: str) -> bool:
-        hidden = final.with_name(f".{final.name}")
-        hidden.unlink(missing_ok=True)  # left by a crashed import
-        fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640)
+    def _move_legacy(
+        self, session: SessionTurns, scope: Scope, directory: TenantDir, prefix: str
+    ) -> None:
+        """Move this session's landing files from the tenant earlier versions named it (a
+        tenant mapping that lost something: `memflow.importers.tenant`) to its tenant now, so a
+        re-import migrates what was landed and lands nothing twice."""
+        old = self.settings.tenants.legacy(session.cwd, session.remote_url)
+        if old is None or old == scope:
+            return
+        legacy = self.writer.existing(old)
+        if legacy is None:
+            return
+        with legacy, legacy.lock(LOCK_NAME, LOCK_TIMEOUT_S):
+            moved = 0
+            for name in legacy.names(prefix):
+                data = legacy.read(name) if name.endswith(JSONL_SUFFIX) else None
+                if data is None:
+                    continue
+                if name not in directory.names(name):
+                    directory.write(name, _rescoped(data, scope), durable=True)
+                legacy.unlink(name)
+                moved += 1
+        if moved:
+            self.report.moved[f"{old.key} -> {scope.key}"] += moved
+
+    def _check(self, source: str) -> Callable[[Path], None]:
+        def check(hidden: Path) -> None:
+            read = read_landing_file(hidden, self.settings.landing_dir)
+            if read.rejects.height:
+                for line, reason in read.rejects.select("line_no", "reason").iter_rows():
+                    self.report.problem(source, None, f"landing_check:{reason}", f"line {line}")
+                raise _CheckFailed
+
+        return check
+
+
+def _rescoped(data: bytes, scope: Scope) -> bytes:
+    """A landing file's lines with `scope` as their org and repo (unreadable lines as they
+    were: the reader quarantines them where they land)."""
+    out = []
+    for raw in data.splitlines():
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(body)
-                if self.settings.durable:
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            if self.settings.check_files:
-                read = read_landing_file(hidden, self.settings.landing_dir)
-                if read.rejects.height:
-                    for line, reason in read.rejects.select("line_no", "reason").iter_rows():
-                        self.report.problem(source, None, f"landing_check:{reason}", f"line {line}")
-                    hidden.unlink(missing_ok=True)
-                    return False
-            os.replace(hidden, final)
-        except BaseException:
-            hidden.unlink(missing_ok=True)
-            raise
-        return True
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            out.append(raw)
+            continue
+        if isinstance(record, dict):
+            record["org"], record["repo"] = scope.tenant_id, scope.ns
+            out.append(orjson.dumps(record))
+        else:
+            out.append(raw)
+    return b"\n".join(out) + b"\n"
+
+
+class _CheckFailed(Exception):
+    """The landing reader refused a file the importer wrote (reported, nothing landed)."""
 
 
 def _line(scope: Scope, session_id: str, turn_id: str, client: str, turn: Turn) -> bytes:
@@ -615,22 +708,17 @@ def _line(scope: Scope, session_id: str, turn_id: str, client: str, turn: Turn) 
         record["tool_name"] = redact(turn.tool_name)
     if turn.tool_input is not None:
         record["tool_input"] = turn.tool_input
+    if turn.origin is not None:
+        record["origin"] = turn.origin
     return orjson.dumps(record)
 
 
-def _landed_turn_ids(directory: Path, prefix: str) -> set[str]:
+def _landed_turn_ids(directory: TenantDir, prefix: str) -> set[str]:
     """Turn ids already in the session's landing files (the idempotency ledger)."""
     ids: set[str] = set()
-    with os.scandir(directory) as entries:
-        names = [e.name for e in entries if e.name.startswith(prefix)]
-    for name in names:
-        if not name.endswith(JSONL_SUFFIX):
-            continue
-        try:
-            data = (directory / name).read_bytes()
-        except OSError:
-            continue
-        for raw in data.splitlines():
+    for name in directory.names(prefix):
+        data = directory.read(name) if name.endswith(JSONL_SUFFIX) else None
+        for raw in (data or b"").splitlines():
             try:
                 turn_id = orjson.loads(raw).get("turn_id")
             except (orjson.JSONDecodeError, AttributeError):
@@ -638,27 +726,3 @@ def _landed_turn_ids(directory: Path, prefix: str) -> set[str]:
             if isinstance(turn_id, str):
                 ids.add(turn_id)
     return ids
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on `path` (POSIX flock), waited for at most `LOCK_TIMEOUT_S`."""
-    try:
-        import fcntl
-    except ImportError:  # no flock (Windows): imports of one session must not overlap
-        yield
-        return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o640)
-    try:
-        deadline = time.monotonic() + LOCK_TIMEOUT_S
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{path} stayed locked for {LOCK_TIMEOUT_S} s") from None
-                time.sleep(0.05)
-        yield
-    finally:
-        os.close(fd)

@@ -12,6 +12,7 @@ from schemas.redaction._base import (
     _unbounded,
 )
 from schemas.redaction.detectors import _DETECTORS
+from schemas.redaction.ruleset import RULES
 
 _GATES: tuple[str, ...] = tuple(dict.fromkeys(g for d in _DETECTORS for g in d.gate))
 _DETECTORS_BY_GATE: dict[str, frozenset[int]] = {
@@ -84,24 +85,26 @@ def _prefix_tree(gates: Iterable[str]) -> str:
     return build(tree)
 
 
-# All gates in one regex: the quick answer for the many texts no gate opens.
+# All gates in one regex. Python's engine no longer searches texts with it (RE2 does, `_SCAN`);
+# it is the reference the unit tests hold the gates to (bounded width, what opens), compiled
+# on first use.
 _PREFILTER_GATES = (*_GATES, *(re.escape(g) for g in _ESCAPE_GATES))
-_PREFILTER = re.compile(_prefix_tree(_PREFILTER_GATES))
+
+
+def _python_prefilter() -> re.Pattern[str]:
+    return re.compile(_prefix_tree(_PREFILTER_GATES))
+
+
 # The same for polars (Rust regex), whose case-insensitive flag stands for lowercasing; its
 # gates unbounded (`_bounded`): weaker than Python's, where only a hatch differs, never
-# stronger, and no detector opens on a hatch alone.
-PREFILTER_PATTERN = "(?i)" + _prefix_tree(_unbounded(g) for g in _PREFILTER_GATES)
-
-
-def _ascii_start(gate: str) -> bool:
-    return _literal_prefix(gate)[0][:1].isascii()
-
-
-# A text of ASCII only (CPython knows it without reading the text) opens no gate that starts
-# with another character (пароль, şifre, 密码, パスワード ...): it is searched without them. Each
-# such first character costs a comparison at every position of every text (the five Chinese,
-# Japanese and Korean password words took the prefilter 7 % longer over coding turns).
-_PREFILTER_ASCII = re.compile(_prefix_tree(g for g in _PREFILTER_GATES if _ascii_start(g)))
+# stronger, and no detector opens on a hatch alone. The rule set's keywords are candidates too
+# (a value only a rule finds, `glsa_...`, is no candidate of any gate).
+PREFILTER_PATTERN = (
+    "(?i)"
+    + _prefix_tree(_unbounded(g) for g in _PREFILTER_GATES)
+    + "|"
+    + "|".join(re.escape(k) for k in RULES.keywords)
+)
 
 
 def _re2_syntax(pattern: str) -> str:
@@ -137,44 +140,38 @@ def _re2_syntax(pattern: str) -> str:
     return "".join(out)
 
 
-# The prefilter as RE2 runs it: one automaton over the text, linear in it whatever the gates,
-# and 20 times faster than Python's engine on the landing sample (`bench_redaction.py`). Its
-# gates are the unbounded forms (`_bounded`), so it finds every place Python's prefilter does,
-# or an earlier one, never a later (a unit test compares them).
+# What opens in a text, as RE2 finds it: one `re2.Set` of every gate (its unbounded form, in
+# RE2's syntax) and every keyword of the rule set, run as one automaton over the lowercased
+# text (linear in it whatever the gates): which detectors and which rules can match. A gate
+# found anywhere opens its detectors; the unbounded forms are weaker than the bounded ones
+# (`_bounded`), so a detector the gates open in Python's engine is opened here too (a unit
+# test compares them), and Python's engine never searches a text for gates.
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.max_mem = 64 << 20  # the automaton's cache: at 8 MiB (the default) RE2 falls back
-_PREFILTER_RE2 = re2.compile(_re2_syntax(PREFILTER_PATTERN.removeprefix("(?i)")), _RE2_OPTIONS)
-
-
-def _prefilter(lowered: str) -> re.Match[str] | None:
-    """Where the first gate may start in the lowercased text (None: no gate opens)."""
-    try:
-        return _PREFILTER_RE2.search(lowered)  # type: ignore[no-any-return]
-    except UnicodeEncodeError:  # lone surrogates: RE2 reads UTF-8
-        return _PREFILTER_RE2.search(_encodable(lowered))  # type: ignore[no-any-return]
-
-
-# Which gates a candidate opens: the gates' prefix tree finds each position where one may
-# start (searching again from the next character, so none hides another), and only the gates
-# beginning with that character are tried there (80 substring scans of a 500-character turn
-# took longer than the detectors they spared).
-_GATE_SEARCH = re.compile(_prefix_tree(_GATES))
-_GATE_SEARCH_ASCII = re.compile(_prefix_tree(g for g in _GATES if _ascii_start(g)))
-# By first character: each literal start of a gate, with the rest of each gate that starts so
-# (a regex, or None) and the detectors it opens.
-_GateRest = tuple[re.Pattern[str] | None, frozenset[int]]
-_GATES_BY_FIRST: dict[str, dict[str, list[_GateRest]]] = {}
-_GATES_ANYWHERE: list[tuple[re.Pattern[str], frozenset[int]]] = []  # no literal start
+_SCAN = re2.Set.SearchSet(_RE2_OPTIONS)
 for _gate in _GATES:
-    _literal, _tail = _literal_prefix(_gate)
-    _opens = frozenset(_DETECTORS_BY_GATE[_gate])
-    if _literal:
-        _rest = re.compile(_tail) if _tail else None
-        _GATES_BY_FIRST.setdefault(_literal[0], {}).setdefault(_literal, []).append((_rest, _opens))
-    else:
-        _GATES_ANYWHERE.append((re.compile(_gate), _opens))
-# The detectors any gate starting with a character opens.
-_OPENS_BY_FIRST: dict[str, frozenset[int]] = {
-    c: frozenset().union(*(o for rests in by.values() for _, o in rests))
-    for c, by in _GATES_BY_FIRST.items()
-}
+    _SCAN.Add(_re2_syntax(_unbounded(_gate)))
+for _keyword in RULES.keywords:
+    _SCAN.Add(re2.escape(_keyword))
+_SCAN.Compile()
+_DETECTORS_OF_HIT: tuple[frozenset[int], ...] = tuple(_DETECTORS_BY_GATE[g] for g in _GATES)
+
+
+def _opened(lowered: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The detectors (indices into `_DETECTORS`) and the rules (into `RULES.rules`) this
+    lowercased text opens, each sorted; both empty where nothing opens."""
+    try:
+        hits = _SCAN.Match(lowered)
+    except UnicodeEncodeError:  # lone surrogates: RE2 reads UTF-8
+        hits = _SCAN.Match(_encodable(lowered))
+    if not hits:
+        return (), ()
+    n = len(_GATES)
+    detectors: set[int] = set()
+    keywords = []
+    for h in hits:
+        if h < n:
+            detectors |= _DETECTORS_OF_HIT[h]
+        else:
+            keywords.append(h - n)
+    return tuple(sorted(detectors)), RULES.rules_of_keywords(keywords)

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import bisect
+import html
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from schemas.redaction._base import (
@@ -22,20 +23,46 @@ def _has_escapes(text: str) -> bool:
     return "\\" in text and any(e in text for e in ('\\"', "\\/", "\\u", "\\n", "\\t", "\\\\:"))
 
 
-def _decoded(text: str) -> tuple[str, list[int], list[int]] | None:
-    """The text with its JSON escapes decoded, and for each character of it the start and end
-    of what it was written as; None where there is no escape to decode."""
+def _json_unescape(m: re.Match[str]) -> str:
+    esc = m.group(1)
+    return chr(int(esc[1:], 16)) if esc[0] == "u" else _SIMPLE_ESCAPES.get(esc, esc)
+
+
+# HTML and XML character references (`&quot;`, `&amp;`, `&#39;`, `&#x2F;`): a page, a draw.io
+# diagram or an XML attribute holding `password: &quot;...&quot;`.
+_ENTITY = re.compile(r"&(?:quot|amp|lt|gt|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});")
+# Percent-encoding of a query or form that holds another (`state=ts%3D1%26token%3D...`), or a
+# value in one: read decoded where an encoded `=`, `&`, `:`, `/`, `@`, quote or blank shows it.
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_PERCENT_MARKS = re.compile(r"%(?:3[dDaA]|2[6fF2702]|40)")
+
+
+def _html_unescape(m: re.Match[str]) -> str:
+    return html.unescape(m.group(0))
+
+
+def _percent_decode(m: re.Match[str]) -> str:
+    return chr(int(m.group(0)[1:], 16))
+
+
+_Decode = Callable[[re.Match[str]], str]
+
+
+def _decoded(
+    text: str, escape: re.Pattern[str] = _JSON_ESCAPE, decode: _Decode = _json_unescape
+) -> tuple[str, list[int], list[int]] | None:
+    """The text with its escapes (JSON's by default) decoded, and for each character of it
+    the start and end of what it was written as; None where there is no escape to decode."""
     out: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
     pos = 0
-    for m in _JSON_ESCAPE.finditer(text):
+    for m in escape.finditer(text):
         for i in range(pos, m.start()):
             out.append(text[i])
             starts.append(i)
             ends.append(i + 1)
-        esc = m.group(1)
-        out.append(chr(int(esc[1:], 16)) if esc[0] == "u" else _SIMPLE_ESCAPES.get(esc, esc))
+        out.append(decode(m))
         starts.append(m.start())
         ends.append(m.end())
         pos = m.end()
@@ -75,10 +102,19 @@ class _View:
         return self.starts[s], self.ends[e - 1]
 
 
+def _has_other_escapes(text: str) -> bool:
+    """Whether the text holds character references or telling percent-escapes (`_other`)."""
+    return ("&" in text and _ENTITY.search(text) is not None) or (
+        "%" in text and _PERCENT_MARKS.search(text) is not None
+    )
+
+
 def _views(text: str) -> Iterator[_View]:
-    """Each decoded level of a JSON-escaped text, with offsets into the text as written."""
+    """Each decoded level of a JSON-escaped text, with offsets into the text as written; and
+    of the text and each level, its HTML references and its percent-escapes decoded."""
     starts = list(range(len(text)))
     ends = list(range(1, len(text) + 1))
+    yield from _other(text, starts, ends)
     for _ in range(_ESCAPE_LEVELS):
         if not _has_escapes(text):
             return
@@ -93,6 +129,25 @@ def _views(text: str) -> Iterator[_View]:
             q.start() for q in _QUOTE.finditer(parent) if not _escapes_next(parent, q.start())
         ]
         yield _View(text, starts, ends, parent, s, quotes)
+        yield from _other(text, starts, ends)
+
+
+def _other(text: str, starts: list[int], ends: list[int]) -> Iterator[_View]:
+    """The text (a level at `starts`/`ends` in the text as written) with its HTML references,
+    then its percent-escapes, decoded: one view each that has any."""
+    for escape, decode, wanted in (
+        (_ENTITY, _html_unescape, "&"),
+        (_PERCENT, _percent_decode, "%"),
+    ):
+        if wanted not in text:
+            continue
+        if escape is _PERCENT and _PERCENT_MARKS.search(text) is None:
+            continue
+        decoded = _decoded(text, escape, decode)
+        if decoded is None:
+            continue
+        view_text, s, e = decoded
+        yield _View(view_text, [starts[i] for i in s], [ends[j - 1] for j in e], text, s, [])
 
 
 _QUOTE = re.compile('"')

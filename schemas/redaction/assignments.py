@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator
 
@@ -32,6 +33,8 @@ from schemas.redaction.values import (
     _balanced_len,
     _is_value,
     _password_like,
+    _prose_password,
+    _random_value,
 )
 
 # `token` is in most coding turns, `key=` or `token:` is not, and a text no gate opens never
@@ -223,8 +226,15 @@ _CALL_PAIR = re.compile(
 _CALL_PAIR_GATE = tuple(w + _bounded(r"[\w.-]", r"""["'][ \t]{0,8},""") for w in _KEYWORD_GATE)
 
 
+_MAPPING_KEY_NEXT = re.compile(r"[ \t]*\\{0,16}[:=]")
+
+
 def _call_pair_span(m: re.Match[str]) -> tuple[int, int] | None:
+    """A quoted string followed by `:` is a mapping's next key, not the call's second
+    argument: in `"predicate": "KEPT_SECRET", "object": "..."` nothing is secret."""
     key = m.group("key")
+    if _MAPPING_KEY_NEXT.match(m.string, m.end()):
+        return None
     return _quoted_span(m, key) if _holds_a_secret(key) else None
 
 
@@ -305,7 +315,136 @@ _KEY_VALUE_HEAD = r"""(?<![\w-])(?:key|name)[ \t]*=[ \t]*(?P<q>["'])(?P<key>[^"'
 _KEY_VALUE_FLAG = r"""(?<![\w-])value[ \t]*=[ \t]*(?P<q2>["'])(?P<v>[^"'\n]*)(?P=q2)"""
 
 
+# --- a secret's name and its value with no sign between -------------------------------------
+
+# `nimble SECRET N2kxq5vKN6S7M9Jp0vHK8z2Qwy6V8d`, `%define token 4b9a...`, `apitemplateKEY
+# bu9J...`, "the deploy token ghx7... expires": a name that ends in a secret word, blanks, and
+# a value a machine made (`values._random_value`: 16 characters or more, hex of 32 or more or
+# letters and digits at 3.5 bits a character; no words, paths or versions). A key that names
+# no secret (`cache key`, `sort_key`, `public key`, a `*_file`) is none, the word before it
+# read as part of its name.
+_BARE_WORDS = ("secret", "token", "key", "apikey", "pat")
+_BARE_VALUE = r"[A-Za-z0-9+/=_.~-]"
+_BARE = re.compile(
+    rf"""(?P<key>[\w.-]*?(?i:secret|token|key|apikey|pat))(?i:s)?
+    (?:[ \t]+(?i:secret|token|key|access|private|api)s?){{0,2}}
+    [ \t]+(?P<v>{_BARE_VALUE}{{16,256}})(?!{_BARE_VALUE})""",
+    re.VERBOSE,
+)
+_BARE_GATE = tuple(
+    f"{w}s?" + _bounded(r"[ \t]", r"[a-z0-9+/=_.~-]{16}", least=1) for w in _BARE_WORDS
+)
+_WORD_BEFORE = re.compile(r"([A-Za-z][\w.-]*)[ \t]+$")
+
+
+def _bare_span(m: re.Match[str]) -> tuple[int, int] | None:
+    key, value = m.group("key"), m.group("v")
+    if not _random_value(value) or ("/" in value and ("." in value or value[0] == "/")):
+        return None
+    text = m.string
+    before = _WORD_BEFORE.search(text, max(0, m.start() - 40), m.start())
+    name = f"{before.group(1)}_{key}" if before else key
+    if not _holds_a_secret(key) or not _holds_a_secret(name):
+        return None
+    return m.span("v")
+
+
+def _bare_starts(text: str, lowered: str) -> Iterable[int]:
+    return _word_starts(text, lowered, _BARE_WORDS, _is_ident)
+
+
+# --- credentials passed to a call ------------------------------------------------------------
+
+# `server.login("alerts@acme.example", "...")`, `new NetworkCredential("svc", "...")`,
+# `requests.get(url, auth=("admin", "..."))`, `HTTPBasicAuth("u", "...")`: a call whose name
+# says it signs in takes the user and then the password; `mysqli_connect("db", "root", "...",
+# "shop")`, `new PDO($dsn, "root", "...")`, `pymysql.connect("db", "app", "...")`: a connect
+# call takes a host, the user, the password. `curl_easy_setopt(curl, CURLOPT_PASSWORD, "...")`:
+# the string after a constant naming a secret. Only string literals are read (a variable is
+# code), and the password must look like one (`values._prose_password`, or machine-made):
+# `login("admin", "admin")` and `auth("user", "Please sign in")` stay.
+_CALL_NAME = re.compile(
+    r"""(?P<fn>[\w$]*(?i:login|logon|signin|authenticate|auth|credentials?|connect|pdo|setopt))
+    [ \t]*(?:=[ \t]*)?\([ \t]*""",
+    re.VERBOSE,
+)
+_CALL_WORDS = ("login", "logon", "signin", "authenticate", "auth", "credential", "connect",
+               "pdo", "setopt")  # fmt: skip
+_CALL_GATE = tuple(w + _bounded(r"[\w$]", r"[ \t]{0,8}=?[ \t]{0,8}\(") for w in _CALL_WORDS)
+_ARG = re.compile(
+    r"""[ \t]*(?:(?P<q>["'])(?P<s>(?:\\.|(?!(?P=q))[^\\\n])*)(?P=q)|(?P<bare>[^,()"'\n]*))[ \t]*"""
+)
+_SECRET_CONSTANT = re.compile(r"(?:PASSWORD|PASSWD|USERPWD|BEARER|TOKEN|SECRET|APIKEY)")
+_CALL_ARGS = 6
+
+
+def _call_args(text: str, pos: int) -> list[tuple[str, int, int]]:
+    """Up to `_CALL_ARGS` arguments after the `(` at `pos`: ("s", start, end) for a string
+    literal's content, ("b", start, end) for anything else, up to the first `)` or newline."""
+    out: list[tuple[str, int, int]] = []
+    while len(out) < _CALL_ARGS:
+        m = _ARG.match(text, pos)
+        if m is None:
+            break
+        if m.group("q") is not None:
+            out.append(("s", m.start("s"), m.end("s")))
+        else:
+            out.append(("b", m.start("bare"), m.end("bare")))
+        pos = m.end()
+        if not text.startswith(",", pos):
+            break
+        pos += 1
+    return out
+
+
+def _call_span(m: re.Match[str]) -> tuple[int, int] | None:
+    fn = m.group("fn").lower()
+    text = m.string
+    args = _call_args(text, m.end())
+    if fn.endswith("setopt"):
+        pairs = itertools.pairwise(args)
+        found = [b for a, b in pairs if a[0] == "b" and _SECRET_CONSTANT.search(text, a[1], a[2])]
+        secret = found[0] if found and found[0][0] == "s" else None
+    elif fn.endswith(("connect", "pdo")):
+        secret = args[2] if len(args) >= 3 and args[1][0] == "s" and args[2][0] == "s" else None
+    else:
+        secret = args[1] if len(args) >= 2 and args[0][0] == "s" and args[1][0] == "s" else None
+    if secret is None or secret[2] <= secret[1]:
+        return None
+    value = text[secret[1] : secret[2]]
+    if any(c.isspace() for c in value) or not _is_value(value, "password", quoted=True):
+        return None
+    if not (_prose_password(value, strong=False) or _random_value(value)):
+        return None
+    return secret[1], secret[2]
+
+
+def _call_starts(text: str, lowered: str) -> Iterable[int]:
+    return _word_starts(text, lowered, _CALL_WORDS, _is_call_name)
+
+
+def _is_call_name(c: str) -> bool:
+    return c.isalnum() or c in "_$"
+
+
 DETECTORS: tuple[_Detector, ...] = (
+    _Detector(
+        "secret",
+        _BARE,
+        _BARE_GATE,
+        priority=7,  # after the rule set's rules: where a rule names the token, its kind stays
+        refine=_bare_span,
+        kind_of=_assignment_kind,
+        starts=_bare_starts,
+    ),
+    _Detector(
+        "password",
+        _CALL_NAME,
+        _CALL_GATE,
+        priority=4,
+        refine=_call_span,
+        starts=_call_starts,
+    ),
     _Detector(
         "secret",
         _ASSIGNMENT,

@@ -33,8 +33,9 @@ def _shell_span(m: re.Match[str]) -> tuple[int, int] | None:
         if _group(m, group) is not None:
             ok = _is_value(m.group(group), "password", quoted=True)
             return m.span(group) if ok else None
-    start = m.start("v")
-    end = start + _balanced_len(m.group("v"))
+    group = "v" if _group(m, "v") is not None or _group(m, "v2") is None else "v2"
+    start = m.start(group)
+    end = start + _balanced_len(m.group(group))
     value = m.string[start:end]
     return (start, end) if _is_value(value, "password", quoted=False, literal=True) else None
 
@@ -147,6 +148,34 @@ _COMMANDS: tuple[_Detector, ...] = (
         r"|passwd[ \t]+--stdin|chpasswd)",
         ("echo" + _bounded(r"[^\n|]", r"\|"),),
         ("echo",),
+    ),
+    # `ssh-keygen -N 'new passphrase'`, `-P 'old passphrase'`
+    _command(
+        rf"\bssh-keygen\b{_SAME_COMMAND}-[NP][ \t]*{_SHELL_WORD_GLUED}",
+        ("ssh-keygen",),
+        ("ssh-keygen",),
+    ),
+    # Windows: `net use Z: \\fs\share PASSWORD /user:DOM\u`, `net use ... /user:DOM\u PASSWORD`,
+    # `cmdkey /add:host /user:u /pass:PASSWORD`
+    _command(
+        r"\b(?i:net)[ \t]+(?i:use)\b"
+        + _SAME_COMMAND
+        + r"""(?:\\\\\S+[ \t]+(?P<v>[^\s/*"'][^\s"']*)"""
+        r"""|/(?i:user|u):\S+[ \t]+(?P<v2>[^\s/*"'][^\s"']*))""",
+        ("net" + _bounded(r"[ \t]", "use", least=1),),
+        ("net",),
+    ),
+    _command(
+        rf"\b(?i:cmdkey)\b{_SAME_COMMAND}/(?i:pass):{_SHELL_WORD_GLUED}",
+        ("cmdkey",),
+        ("cmdkey",),
+    ),
+    # PowerShell: `ConvertTo-SecureString "pw" -AsPlainText -Force` (flags in any order)
+    _command(
+        r"""\b(?i:convertto-securestring)(?:[ \t]+-(?i:string|force|asplaintext))*[ \t]+"""
+        + _SHELL_WORD,
+        ("convertto-securestring",),
+        ("convertto-securestring",),
     ),
     # `smbclient -U user%pass`
     _command(

@@ -234,7 +234,31 @@ def _quote_before(text: str, pos: int) -> str:
     return text[pos - 1] if pos and text[pos - 1] in "\"'`" else ""
 
 
+# Connection strings with no `scheme://`: Go's MySQL driver takes `user:password@tcp(host:3306)/db`
+# (`@unix(/path)`, `@udp(...)`), Oracle's JDBC thin driver `jdbc:oracle:thin:user/password@...`.
+_GO_DSN = re.compile(
+    r"""(?<![\w.:/@%-])[\w.-]{1,64}:(?P<v>[^\s@"'`]{1,256})@(?:tcp|udp|unix)(?:4|6)?\("""
+)
+_GO_DSN_GATE = (r"@(?:tcp|udp|unix)(?:4|6)?\(",)
+_ORACLE_THIN = re.compile(r"""jdbc:oracle:(?:thin|oci8?|kprb):(?:@|[\w$#.]+/(?P<v>[^\s@"'`]+)@)""")
+
+
+def _dsn_password_ok(m: re.Match[str]) -> bool:
+    return m.group("v") is not None and _is_value(m.group("v"), "password", quoted=True)
+
+
 DETECTORS: tuple[_Detector, ...] = (
+    _Detector(
+        "password", _GO_DSN, _GO_DSN_GATE, priority=1, groups=("v",), accept=_dsn_password_ok
+    ),
+    _Detector(
+        "password",
+        _ORACLE_THIN,
+        ("jdbc:oracle:",),
+        priority=1,
+        groups=("v",),
+        accept=_dsn_password_ok,
+    ),
     # Signed URLs: the signature is a bearer credential until it expires. Azure SAS `sig=`,
     # AWS SigV4 `X-Amz-Signature=`, Google `X-Goog-Signature=`, CloudFront `Signature=`; the
     # rest of the query (`sv=`, `se=`, `X-Amz-Date=`) stays readable. No library plugin.
@@ -270,7 +294,7 @@ DETECTORS: tuple[_Detector, ...] = (
     _Detector(
         "bearer_token",
         re.compile(
-            r"""\bauthori[sz]ation\\?["']?[ \t]*[:=][ \t]*\\?["']?
+            r"""\bauthori[sz]ation\\?["']?(?:[ \t]*[:=][ \t]*|[ \t]+(?=\\?["']))\\?["']?
             (?:(?P<scheme>bearer|basic|token|bot|digest|negotiate|apikey|api-key|ssws|splunk
                   |geniekey|key|klaviyo-api-key|sharedaccesssignature|hmac|otoken)[ \t]+
                (?P<v>(?:\d+\|)?[A-Za-z0-9\-._~+/]{8,}=*)
@@ -289,7 +313,8 @@ DETECTORS: tuple[_Detector, ...] = (
     _Detector(
         "bearer_token",
         re.compile(
-            r"\bbearer[ \t]+(?P<v>(?:\d+\|)?(?=[A-Za-z\-._~+/]*\d)[A-Za-z0-9\-._~+/]{16,}=*)",
+            r"\bbearer(?:[ \t]*:)?[ \t]+"
+            r"(?P<v>(?:\d+\|)?(?=[A-Za-z\-._~+/]*\d)[A-Za-z0-9\-._~+/]{16,}=*)",
             re.IGNORECASE,
         ),
         ("bearer",),

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -11,24 +10,13 @@ from schemas.redaction._base import (
     PLACEHOLDER,
     PLACEHOLDER_PATTERN,
     _atoms,
-    _Detector,
     _lower,
     _Span,
 )
-from schemas.redaction._gates import (
-    _DETECTORS_BY_GATE,
-    _GATE_SEARCH,
-    _GATE_SEARCH_ASCII,
-    _GATES,
-    _GATES_ANYWHERE,
-    _GATES_BY_FIRST,
-    _OPENS_BY_FIRST,
-    _ascii_start,
-    _prefilter,
-    _prefix_tree,
-)
+from schemas.redaction._gates import _opened
 from schemas.redaction._views import (
     _has_escapes,
+    _has_other_escapes,
     _views,
 )
 from schemas.redaction.detectors import _DETECTORS
@@ -37,62 +25,15 @@ from schemas.redaction.ruleset import RULES
 # --- finding and cutting spans ----------------------------------------------------------------
 
 
-def _open_detectors(lowered: str, first: int = 0) -> list[_Detector]:
-    """The detectors the gates of this lowercased text open; no gate starts before `first`
-    (where the prefilter found the first, so the text is not scanned twice)."""
-    opened: set[int] = set()
-    for pattern, detectors in _GATES_ANYWHERE:
-        if pattern.search(lowered):
-            opened |= detectors
-    ascii = lowered.isascii()
-    gate_search = _GATE_SEARCH_ASCII if ascii else _GATE_SEARCH
-    # Gates are tried where the search finds one may start; a gate whose detectors are all open
-    # already is not tried again, nor a first character whose gates' detectors all are. After
-    # `_IDLE_GATE_HITS` places that opened nothing new (`--` * n: its gate at every place), the
-    # search goes on for the gates that still open something, and finds only those.
-    done: set[str] = set()
-    idle = 0
-    pos = first
-    while m := gate_search.search(lowered, pos):
-        pos = m.start()
-        c = lowered[pos]
-        before = len(opened)
-        if c not in done:
-            for literal, rests in _GATES_BY_FIRST.get(c, {}).items():
-                if lowered.startswith(literal, pos):
-                    after = pos + len(literal)
-                    for rest, detectors in rests:
-                        if not detectors <= opened and (rest is None or rest.match(lowered, after)):
-                            opened |= detectors
-            if _OPENS_BY_FIRST.get(c, frozenset()) <= opened:
-                done.add(c)
-        idle = 0 if len(opened) > before else idle + 1
-        if idle >= _IDLE_GATE_HITS:
-            closed = frozenset(g for g in _GATES if not _DETECTORS_BY_GATE[g] <= opened)
-            gate_search, idle = _gate_search_for(closed, ascii), 0
-        pos += 1
-    return [_DETECTORS[i] for i in sorted(opened)]
-
-
-_IDLE_GATE_HITS = 256
-
-
-@functools.lru_cache(maxsize=32)
-def _gate_search_for(gates: frozenset[str], ascii: bool) -> re.Pattern[str]:
-    """The gate search for these gates (those starting with another character left out of an
-    ASCII text's); a search that finds nothing where none is left."""
-    chosen = sorted(g for g in gates if not ascii or _ascii_start(g))
-    return re.compile(_prefix_tree(chosen) if chosen else "(?!)")
-
-
-def _spans(text: str, lowered: str, first: int | None, rules: tuple[int, ...]) -> list[_Span]:
-    """The spans of the detectors the gates open (none where `first` is None: no gate) and of
-    the rules whose keywords the text holds."""
+def _spans(text: str, opened: tuple[int, ...], rules: tuple[int, ...]) -> list[_Span]:
+    """The spans of the detectors the gates open and of the rules whose keywords the text
+    holds (`_gates._opened`)."""
     atoms = _atoms(text)
     found: list[_Span] = []
-    if first is not None:
-        for d in _open_detectors(lowered, first):
-            found.extend(d.find(text, lowered, atoms))
+    if opened:
+        lowered = _lower(text)
+        for i in opened:
+            found.extend(_DETECTORS[i].find(text, lowered, atoms))
     if rules:
         found.extend(RULES.find(text, rules, atoms))
     return found
@@ -113,32 +54,27 @@ def _merge(spans: Iterable[_Span]) -> list[tuple[int, int, str]]:
 
 
 def _all_spans(
-    text: str, lowered: str, first: int | None, rules: tuple[int, ...]
+    text: str, opened: tuple[int, ...], rules: tuple[int, ...]
 ) -> list[tuple[int, int, str]]:
-    """Merged spans of the text and its decoded views; `first`: where the prefilter found the
-    first gate in the text as written (None: nowhere), `rules`: the rules its keywords open."""
-    found = _spans(text, lowered, first, rules)
-    if _has_escapes(text):
+    """Merged spans of the text and its decoded views; `opened`, `rules`: what the text as
+    written opens (`_gates._opened`)."""
+    found = _spans(text, opened, rules)
+    if _has_escapes(text) or _has_other_escapes(text):
         for view in _views(text):
-            view_lowered = _lower(view.text)
-            hit = _prefilter(view_lowered)
-            view_rules = RULES.rules_for(view_lowered)
-            if hit is None and not view_rules:
+            view_opened, view_rules = _opened(_lower(view.text))
+            if not view_opened and not view_rules:
                 continue
-            start = None if hit is None else hit.start()
-            for s, e, priority, kind in _spans(view.text, view_lowered, start, view_rules):
+            for s, e, priority, kind in _spans(view.text, view_opened, view_rules):
                 if raw := view.raw_span(s, e):
                     found.append((*raw, priority, kind))
     return _merge(found)
 
 
 def _cut(text: str) -> tuple[str, int]:
-    lowered = _lower(text)
-    hit = _prefilter(lowered)
-    rules = RULES.rules_for(lowered)
-    if hit is None and not rules and "\\" not in text:  # the common case: clean, unescaped
-        return text, 0
-    spans = _all_spans(text, lowered, None if hit is None else hit.start(), rules)
+    opened, rules = _opened(_lower(text))
+    if not opened and not rules and "\\" not in text and not _has_other_escapes(text):
+        return text, 0  # the common case: clean, unescaped
+    spans = _all_spans(text, opened, rules)
     if not spans:
         return text, 0
     parts: list[str] = []

@@ -3,6 +3,7 @@ armour, a PEM's second half, JSON Web Keys' private members, Kubernetes Secrets'
 
 from __future__ import annotations
 
+import base64
 import bisect
 import re
 
@@ -39,7 +40,7 @@ _ENCODED_GATE = ("private%20key", r"private\+key", "secret%20key", r"secret\+key
 # (PBES2). Public keys and certificates start otherwise.
 _BODY_HEADS = (
     r"b3BlbnNzaC1rZXktdjE",
-    r"MII[A-Za-z0-9+/]{3}IBAAK",
+    r"MII[A-Za-z0-9+/]{3}IBAA[JK]",
     r"MII[A-Za-z0-9+/]{3}IBADAN",
     r"MI[A-Za-z0-9+/]{2,3}(?:gEAMBMGByqGSM49|CAQAw)",
     r"MC4CAQAwBQYDK2",
@@ -60,6 +61,23 @@ _BODY_GATE = (
     "migkagebbd",
     "mihcagebbe",
 )
+
+# A whole PEM file in base64 (a Kubernetes `tls.key`, a `.env` value, a CI variable):
+# `LS0tLS1CRUdJTi` is `-----BEGIN` in base64, whatever the alignment of what precedes it
+# (the file starts the value). Its head, decoded, must name a private or secret key block.
+_PEM_B64 = re.compile(r"(?<![A-Za-z0-9+/])LS0tLS1CRUdJTi[A-Za-z0-9+/]*={0,2}")
+_PEM_B64_LABEL = re.compile(rf"^-{{5}}BEGIN {_LABEL}-{{5}}")
+
+
+def _pem_b64_ok(m: re.Match[str]) -> bool:
+    head = m.group(0)[:96]
+    head = head[: len(head) // 4 * 4]
+    try:
+        decoded = base64.b64decode(head).decode("ascii", "replace")
+    except ValueError:
+        return False
+    return _PEM_B64_LABEL.match(decoded) is not None
+
 
 # A PEM's second half (the first went in another turn): base64 lines, then the END line.
 _END = re.compile(rf"-{{4,5}} ?END {_LABEL} ?-{{4,5}}")
@@ -187,6 +205,7 @@ DETECTORS: tuple[_Detector, ...] = (
         accept=lambda m: len(m.group(0)) >= _BODY_MIN,
         skip_rejected=True,
     ),
+    _Detector("private_key", _PEM_B64, ("ls0tls1crudjti",), accept=_pem_b64_ok),
     _Detector("private_key", _END, ("private key", "static key v1"), refine_all=_tail_spans),
     _Detector("private_key", _JWK_MEMBER, (r'kty\\{0,8}"',), refine=_jwk_span, priority=2),
     _Detector(

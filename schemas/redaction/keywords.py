@@ -21,7 +21,7 @@ _WEAK_WORDS = "pw|pass|psk|clave|parola"
 # of the name once a match failed after it: `pw` * 32000 read the name 32000 times.
 _STRONG = (
     rf"[\w.-]*?(?:{_KW})|[\w.-]*token(?:[_.-]?\d+)?(?![\w.-])"
-    rf"|(?:[\w.-]*[_.-])?(?:{_WEAK_WORDS})(?![\w.-])"
+    rf"|(?:[\w.-]*[_.-])?(?:{_WEAK_WORDS})(?![\w.-])|(?-i:[A-Z][A-Z0-9]*PASS)(?![\w.-])"
 )
 # Also a name that ends in `key` (`RAILS_MASTER_KEY`, `APP_KEY`, `signingKey`,
 # `Ocp-Apim-Subscription-Key`): a key of any kind, so its value must look made by a machine
@@ -46,9 +46,12 @@ def _key_named_only(key: str) -> bool:
     return key.lower().endswith("key") and _STRONG_KEY.fullmatch(key) is None
 
 
-# fullmatch: a bare `pass`, not `db_pass`; `clave` and `parola`, words for other things too,
-# also as the last part of a name, with a value that looks strongly like a password.
-_WEAK_KEY = re.compile(r"pass|(?P<strong>(?:[\w.-]*[_.-])?(?:clave|parola))", re.IGNORECASE)
+# fullmatch: a bare `pass` or one glued to an upper-case name (`MYSQLPASS`), not `db_pass`;
+# `clave` and `parola`, words for other things too, also as the last part of a name, with a
+# value that looks strongly like a password.
+_WEAK_KEY = re.compile(
+    r"pass|(?-i:[A-Z][A-Z0-9]*PASS)|(?P<strong>(?:[\w.-]*[_.-])?(?:clave|parola))", re.IGNORECASE
+)
 _KEY_ONLY = re.compile(_KEY, re.IGNORECASE)
 # Names that describe a secret without holding it: `SharedAccessKeyName=Root`,
 # `password_file=/run/secrets/db`, `token_url`, `secret_length`, `keyType`.

@@ -197,7 +197,9 @@ _ENTROPY = Base64HighEntropyString().calculate_shannon_entropy
 # Random 40-character base64 keys measure 4.27 to 5.2 bits per character; CamelCase paths and
 # identifiers near 4.0-4.2; hex SHA-1s lack an upper or lower case.
 _AWS_SECRET_MIN_ENTROPY = 4.2
-_AWS_CONTEXT = re.compile(r"aws|secret|access[ _-]?key", re.IGNORECASE)
+_AWS_CONTEXT = re.compile(
+    r"aws|secret|access[ _-]?key|(?-i:\b(?:AKIA|ASIA|LTAI)[A-Z0-9a-z]{12,20}\b)", re.IGNORECASE
+)
 
 
 def _aws_secret_ok(m: re.Match[str]) -> bool:

@@ -139,11 +139,15 @@ class RuleSet:
             hits = self._set.Match(lowered)
         except UnicodeEncodeError:  # lone surrogates: RE2 reads UTF-8
             hits = self._set.Match(_encodable(lowered))
-        if not hits:
+        return self.rules_of_keywords(hits or ())
+
+    def rules_of_keywords(self, keywords: list[int] | tuple[int, ...]) -> tuple[int, ...]:
+        """The rules of these keywords (indices into `keywords`), sorted."""
+        if not keywords:
             return ()
-        if len(hits) == 1:
-            return self._rules_of[hits[0]]
-        return tuple(sorted({i for h in hits for i in self._rules_of[h]}))
+        if len(keywords) == 1:
+            return self._rules_of[keywords[0]]
+        return tuple(sorted({i for h in keywords for i in self._rules_of[h]}))
 
     def find(self, text: str, rules: tuple[int, ...], atoms: _Atoms) -> Iterator[_Span]:
         readable = text if text.isascii() else _encodable(text)

@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+
+import re2
 
 from schemas.redaction._base import (
     _TOKEN_TAIL,
     _Detector,
+    _encodable,
 )
 from schemas.redaction.library import (
     _GITLAB_GATE,
@@ -12,6 +16,7 @@ from schemas.redaction.library import (
     _near,
 )
 from schemas.redaction.values import (
+    _entropy,
     _password_like,
 )
 
@@ -67,6 +72,76 @@ def _ado_pat_ok(m: re.Match[str]) -> bool:
     return any(c.isdigit() for c in token) and _near(m, _ADO_CONTEXT)
 
 
+# --- tokens of vendors no rule set names -------------------------------------------------------
+#
+# Vendors now issue tokens as a short prefix naming them, `_` or `-`, and a long random body
+# (GitHub's `ghp_` made it the norm: Cloudflare's `cfat_`, Heroku's `HRKU-`, Replicate's
+# `r8_`, Groq's `gsk_`, Typeform's `tfp_` ...), and a new vendor's prefix is in no rule set
+# yet. So a token of that shape is found whatever its prefix: a letter and up to nine letters
+# or digits, `_` or `-` (a second short part may follow: `re_xxxxxxxx_...`), then 30 or more
+# characters whose longest run of letters and digits is 20 or more (so `snake_case` and
+# `kebab-case` names, made of words, are none), mixing letters and digits or both cases, at
+# 4.2 bits a character or more (hex digests, at most 4.0, and words stay). Ids of the APIs
+# agents call (`toolu_`, `msg_`, `chatcmpl-`, `req_` ...; most are shorter) and digests
+# (`sha512-...`) are no token.
+_PREFIXED_ANY = re.compile(
+    r"(?<![A-Za-z0-9_.+/-])(?P<prefix>[A-Za-z][A-Za-z0-9]{0,9})[_-]"
+    r"(?P<body>[A-Za-z0-9][A-Za-z0-9_-]{29,})"
+)
+_PREFIXED_ANY_GATE = ("[a-z][a-z0-9]{0,9}[_-][a-z0-9][a-z0-9_-]{29}",)
+_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
+_ID_PREFIXES = frozenset(
+    {"toolu", "srvtoolu", "msg", "msgbatch", "req", "chatcmpl", "call", "run", "thread",
+     "asst", "file", "batch", "evt", "cus", "pi", "ch", "in", "sub", "price", "prod", "txn",
+     "sha1", "sha256", "sha384", "sha512", "md5", "uuid", "id", "ulid", "test", "v1", "v2",
+     "data", "base64", "chunk", "span", "trace", "session", "sess", "conv", "turn", "resp",
+     "cmpl", "ft", "ftjob", "vs", "org", "proj", "user", "compl", "step", "item", "obj"}
+)  # fmt: skip
+_PREFIXED_ANY_ENTROPY = 4.2
+
+
+def _prefixed_any_ok(m: re.Match[str]) -> bool:
+    if m.group("prefix").lower() in _ID_PREFIXES:
+        return False
+    body = m.group("body")
+    if max(len(r) for r in _ALNUM_RUN.findall(body)) < 20:
+        return False
+    letters = any(c.isalpha() for c in body)
+    digits = any(c.isdigit() for c in body)
+    cases = any(c.isupper() for c in body) and any(c.islower() for c in body)
+    if not ((letters and digits) or cases):
+        return False
+    return _entropy(body) >= _PREFIXED_ANY_ENTROPY
+
+
+def _prefixed_any_starts(text: str, lowered: str) -> Iterator[int]:
+    """Where a prefix may start: at each `_` or `-` a long run of token characters follows,
+    the start of the word before it (found by RE2, linear in the text)."""
+    for m in _PREFIXED_ANY_RE2.finditer(text if text.isascii() else _encodable(text)):
+        yield m.start()
+
+
+_PREFIXED_ANY_RE2 = re2.compile(r"[A-Za-z][A-Za-z0-9]{0,9}[_-][A-Za-z0-9][A-Za-z0-9_-]{29,}")
+
+# Password hashes: what a cracker needs to recover the password (shadow files, .htpasswd,
+# database dumps). bcrypt `$2b$12$...`, Argon2 `$argon2id$v=19$m=...,t=...,p=...$salt$hash`,
+# SHA-crypt and MD5-crypt `$6$salt$hash` (`$5$`, `$1$`, Apache's `$apr1$`), yescrypt `$y$`,
+# scrypt `$7$`, Cisco's type 8 and 9 `$8$`, `$9$`.
+_PASSWORD_HASH = re.compile(
+    r"\$2[abxy]?\$\d{2}\$[./A-Za-z0-9]{53}"
+    r"|\$argon2(?:id|i|d)\$v=\d+\$m=\d+,t=\d+,p=\d+\$[A-Za-z0-9+/]{8,}\$[A-Za-z0-9+/]{16,}"
+    r"|\$(?:[15678]|apr1|9)\$(?:rounds=\d+\$)?[./A-Za-z0-9]{2,16}\$[./A-Za-z0-9]{22,86}"
+    r"|\$y\$[./A-Za-z0-9]+\$[./A-Za-z0-9]{2,32}\$[./A-Za-z0-9]{43}"
+)
+_PASSWORD_HASH_GATE = (r"\$2[abxy]?\$", r"\$argon2", r"\$(?:[15678]|apr1|9|y)\$")
+
+
+def _cased_token(m: re.Match[str]) -> bool:
+    """Both cases (Hugging Face tokens are 34 letters, digits only now and then)."""
+    token = m.group(0)
+    return token != token.lower() and token != token.upper()
+
+
 def _mixed_token(m: re.Match[str]) -> bool:
     """Random keys mix upper case, lower case and digits; slugs (`sk-learn-...`) do not."""
     return _password_like(m.group(0))
@@ -103,7 +178,7 @@ DETECTORS: tuple[_Detector, ...] = (
         "huggingface_token",
         re.compile(r"hf_(?<![A-Za-z0-9]hf_)[A-Za-z0-9]{34,}"),
         ("hf_",),
-        accept=_mixed_token,
+        accept=_cased_token,
         skip_rejected=True,
     ),
     _Detector(
@@ -149,6 +224,15 @@ DETECTORS: tuple[_Detector, ...] = (
         tail=_TOKEN_TAIL,
     ),
     _Detector(
+        "token",
+        _PREFIXED_ANY,
+        _PREFIXED_ANY_GATE,
+        priority=7,  # after the rule set's rules: where a rule names the vendor, its kind stays
+        accept=_prefixed_any_ok,
+        starts=_prefixed_any_starts,
+    ),
+    _Detector("password_hash", _PASSWORD_HASH, _PASSWORD_HASH_GATE, priority=1),
+    _Detector(
         "azure_devops_pat",
         re.compile(r"(?<![A-Za-z0-9])[a-z2-7]{52}(?![A-Za-z0-9])"),
         ("azure", "dev.azure", "visualstudio", "ado", "azdo", "pat", "vsts"),
@@ -158,7 +242,16 @@ DETECTORS: tuple[_Detector, ...] = (
     _Detector(
         "aws_secret_key",
         re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
-        ("aws", "secret", "access"),
+        ("aws", "secret", "access", "akia", "asia", "ltai"),
+        priority=2,
+        accept=_aws_secret_ok,
+    ),
+    # Alibaba Cloud's AccessKey secret: 30 characters, next to its `LTAI` key id or a secret
+    # word (`f.write(LTAI..., AIu0...)`).
+    _Detector(
+        "access_key_secret",
+        re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9]{30}(?![A-Za-z0-9/+=])"),
+        ("ltai", "alibaba", "aliyun"),
         priority=2,
         accept=_aws_secret_ok,
     ),

@@ -170,7 +170,7 @@ def _is_value(value: str, key: str, quoted: bool, literal: bool = False) -> bool
         return False  # `pwd: /home/dev` is the working directory
     if quoted:
         return True
-    if key in ("PWD", "OLDPWD"):  # the shell's working directory
+    if key in ("PWD", "OLDPWD") and value[0] in "/~":  # the shell's working directory
         return False
     if value.lower() in _NOT_A_VALUE or _YAML_TAG.fullmatch(value):
         return False

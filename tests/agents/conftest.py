@@ -106,6 +106,9 @@ class Memory:
             "MEMFLOW_DATA_DIR": str(self.data_dir),
             "MEMFLOW_LANDING_DIR": str(self.landing),
             "HF_HUB_OFFLINE": "1",
+            # Behaviour, not latency: a hook process on a loaded machine can take seconds to
+            # start. Tests of the budget pass --budget or set this themselves.
+            "MEMFLOW_HOOK_BUDGET_S": "30",
         }
         if role is not None:
             env["MEMFLOW_API_KEY"] = self.keys[role]

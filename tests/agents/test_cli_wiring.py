@@ -29,7 +29,12 @@ def test_import_lands_public_transcripts_once(memory: Memory, tmp_path: Path) ->
     env = memory.env(None, MEMFLOW_DEFAULT_ORG="local")
     landing = tmp_path / "landing"
     first = memflow(
-        "import", "claude-code", str(FIXTURES / "claude-code"), "--landing", str(landing), env=env
+        "import",
+        "claude-code",
+        str(FIXTURES / "claude-code" / "codemie-code"),
+        "--landing",
+        str(landing),
+        env=env,
     )
     assert first.returncode == 0, first.stderr[-2000:]
     assert "turns written" in first.stdout
@@ -38,7 +43,7 @@ def test_import_lands_public_transcripts_once(memory: Memory, tmp_path: Path) ->
     again = memflow(
         "import",
         "claude-code",
-        str(FIXTURES / "claude-code"),
+        str(FIXTURES / "claude-code" / "codemie-code"),
         "--landing",
         str(landing),
         "--json",

@@ -155,6 +155,43 @@ def liar() -> Iterator[str]:
     server.server_close()
 
 
+def test_a_hanging_server_still_leaves_time_for_the_local_answer(
+    memory: Memory, tmp_path: Path, hanging_url: str
+) -> None:
+    """The API accepts and never answers: the hook keeps part of its budget back and answers
+    by names from the local stores instead of printing nothing. (The budget is generous: on
+    this shared machine at load 8 a whole hook process answering locally took 5 s.)"""
+    env = memory.env(MEMFLOW_TENANT="acme/payments", MEMFLOW_API_URL=hanging_url)
+    done, _ = hook("session-start", start_payload(tmp_path), env, "--budget", "20")
+    assert done.returncode == 0 and done.stdout, done.stderr
+    text = context_of(done)
+    assert "names only from the local stores" in text and "unreachable (timeout)" in text
+
+    assert "PostgreSQL" in text
+
+
+def test_the_hook_shows_the_answers_first_facts_and_counts_the_rest(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """Issue 20 item 3: the hook's facts are the answer's own first ones, in its order, and
+    its text says how many more were recalled."""
+    from recall.client import ClientSettings, MemflowClient
+    from recall.hooks import ASK_FACTS, DEFAULT_QUERY
+    from schemas.scope import Scope
+
+    env = memory.env(MEMFLOW_TENANT="acme/payments", MEMFLOW_HOOK_MAX_FACTS="2")
+    done, _ = hook("session-start", start_payload(tmp_path), env)
+    text = context_of(done)
+    with MemflowClient(ClientSettings(url=memory.url, key=memory.keys["acme_payments"])) as c:
+        query = DEFAULT_QUERY.replace("{repo}", "payments")
+        answer = c.recall(Scope("acme", "payments"), query, limit=ASK_FACTS, timeout=60)
+    first = [f"- {f['subject']} {f['predicate']} {f['object']}" for f in answer["facts"]]
+    shown = [line for line in text.splitlines() if line.startswith("- ")]
+    assert len(answer["facts"]) > 2 and len(shown) == 2
+    assert [line.split(" (")[0] for line in shown] == first[:2]
+    assert f"{len(answer['facts']) - 2} more were recalled" in text
+
+
 def test_a_server_answering_for_another_scope_is_not_believed(
     memory: Memory, tmp_path: Path, liar: str
 ) -> None:

@@ -178,6 +178,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         "globex": add_key(keys_file, "globex", ["payments", "secret-lab"]),
         "initech": add_key(keys_file, "initech", ["core"]),
         "ops": add_key(keys_file, "ops", [], metrics=True),
+        "acme_admin": add_key(keys_file, "acme", "*", admin=True),
     }
     grants = {
         "acme_payments": {"acme/payments"},
@@ -185,6 +186,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         "globex": {"globex/payments", "globex/secret-lab"},
         "initech": {"initech/core"},
         "ops": set(),
+        "acme_admin": {"acme/payments", "acme/web"},
     }
     yield World(graph, vectors, embedder, tenants, keys_file, keys, grants)
     vectors.close()

@@ -306,7 +306,7 @@ def test_turns_are_landed_after_the_landing_readers_checks(
     naive = {**turn, "ts": "2026-01-05T10:00:00"}
     r = client.post("/v1/turns", json={"tenant": "acme/web", "turns": [naive]}, headers=h)
     assert r.status_code == 422
-    huge = {**turn, "tool_input": {"n": 10**30}}
+    huge = {**tool, "tool_input": {"triples": [], "n": 10**30}}
     r = client.post("/v1/turns", json={"tenant": "acme/web", "turns": [huge]}, headers=h)
     assert r.status_code == 422
     assert len(_files(landing)) == 1  # rejected requests leave nothing behind
@@ -398,6 +398,9 @@ def test_openapi_is_published_with_bounds_and_bearer_auth(client: TestClient):
         "/v1/subgraph",
         "/v1/triples",
         "/v1/turns",
+        "/v1/facts",
+        "/v1/retractions",
+        "/v1/tenants/{org}/{repo}",
         "/healthz",
         "/metrics",
     }
@@ -405,3 +408,10 @@ def test_openapi_is_published_with_bounds_and_bearer_auth(client: TestClient):
     assert recall["limit"]["maximum"] == 40 and recall["hops"]["maximum"] == 2
     assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     assert "409" in spec["paths"]["/v1/recall"]["post"]["responses"]
+    facts = {p["name"]: p for p in spec["paths"]["/v1/facts"]["get"]["parameters"]}
+    assert facts["limit"]["schema"]["maximum"] == 100
+    assert set(facts) == {"tenant", "entity", "predicate", "status", "as_of", "limit", "cursor"}
+    erase = spec["paths"]["/v1/tenants/{org}/{repo}"]["delete"]["responses"]
+    assert {"200", "401", "403", "404", "501", "503"} <= set(erase)
+    accepted = spec["components"]["schemas"]["TriplesAccepted"]["properties"]
+    assert {"ingest", "rejected", "triples"} <= set(accepted)

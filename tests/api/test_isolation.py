@@ -3,7 +3,8 @@
 Cases combine a caller (every tenant key, forged and malformed keys), a target (own, foreign
 and missing tenants, injection strings, unicode edge cases, both tenant spellings), a payload
 (other tenants' entity names and ids, Gremlin/Milvus/SQL injection strings, RTL and zero-width
-characters, NUL, lone surrogates, 100 KB strings) and an endpoint (all five). Every answer is
+characters, NUL, lone surrogates, 100 KB strings) and an endpoint (every one that takes a tenant:
+recall, entities, subgraph, facts, triples, turns, retractions, erase). Every answer is
 checked against the tenants' own id sets: a 200 may only hold ids of a scope the caller was
 granted, and never a name that only another tenant has; a 202 may only land in a granted
 scope's landing folder.
@@ -24,6 +25,7 @@ from fastapi.testclient import TestClient
 
 from recall.api import create_app
 from recall.auth import KeyRing
+from recall.ports import EraseReport
 from recall.service import RecallService
 from schemas.scope import Scope, ScopeError
 from tests.api.conftest import PRIVATE, SHARED, World
@@ -113,7 +115,7 @@ def _private_of_others(world: World, keys: set[str]) -> list[str]:
 
 def _cases(world: World) -> list[Case]:
     rng = random.Random(SEED)
-    roles = ["acme_payments", "acme_all", "globex", "initech"]
+    roles = ["acme_payments", "acme_all", "globex", "initech", "acme_admin"]
     all_ids = sorted(i for t in world.tenants.values() for i in t.entity_ids)
     names = [n for v in PRIVATE.values() for n in v] + SHARED
     texts = names + GREMLIN + MILVUS + SQL + UNICODE
@@ -127,7 +129,10 @@ def _cases(world: World) -> list[Case]:
         "Bearer mf_' OR '1'='1",
         "Bearer",
     ]
-    endpoints = ["recall", "recall", "recall", "entities", "subgraph", "triples", "turns"]
+    endpoints = [
+        "recall", "recall", "recall", "entities", "subgraph", "facts", "triples", "turns",
+        "retractions", "erase",
+    ]  # fmt: skip
     tenants = [*list(PRIVATE), "acme/never", "nobody/none", "globex/missing", *TENANT_ATTACKS]
 
     def text() -> str:
@@ -177,6 +182,22 @@ def _payload(rng: random.Random, endpoint: str, text: Any, all_ids: list[str]) -
         return p
     if endpoint == "entities":
         return {"q": text()[:1024], "limit": rng.randint(1, 40)}
+    if endpoint == "facts":
+        p = {"limit": rng.randint(1, 100), "status": rng.choice(["valid", "closed", "all"])}
+        if rng.random() < 0.5:
+            p["entity"] = rng.choice([text()[:200], rng.choice(all_ids)])
+        if rng.random() < 0.3:
+            p["predicate"] = rng.choice(["USES", "uses", text()[:40]])
+        return p
+    if endpoint == "retractions":
+        forms = [
+            {"entity": text()[:200] or "x"},
+            {"fact_id": rng.choice(all_ids)},
+            {"subject": text()[:150], "predicate": "USES", "object": text()[:150]},
+        ]
+        return {"retract": [rng.choice(forms)], "reason": text()[:500]}
+    if endpoint == "erase":
+        return {}
     if endpoint == "subgraph":
         ids = rng.sample(all_ids, rng.randint(1, 6))
         if rng.random() < 0.3:
@@ -213,7 +234,12 @@ def _request(client: TestClient, case: Case):
     headers: dict[str, Any] = {}
     if case.header is not None:
         headers["Authorization"] = case.header.encode("utf-8", "surrogatepass")
-    if case.endpoint == "entities":
+    if case.endpoint == "erase":
+        org, _, repo = (case.target() or "").partition("/")
+        path = "/".join(urllib.parse.quote(p[:20_000].encode("utf-8", "surrogatepass"), safe="")
+                        for p in (org, repo))  # fmt: skip
+        return client.delete(f"/v1/tenants/{path}", headers=headers)
+    if case.endpoint in ("entities", "facts"):
         query = {"tenant": case.target() or "", **case.payload}
         # Clients refuse URLs over 64 KB; 20,000 characters still pass the server's 16 KB cap.
         qs = "&".join(
@@ -221,7 +247,7 @@ def _request(client: TestClient, case: Case):
             for k, v in query.items()
         )
         qs = qs if len(qs) < 60_000 else qs[:60_000]
-        return client.get(f"/v1/entities?{qs}", headers=headers)
+        return client.get(f"/v1/{case.endpoint}?{qs}", headers=headers)
     body = dict(case.payload)
     if case.org_repo is not None:
         body["org"], body["repo"] = case.org_repo
@@ -256,6 +282,15 @@ def check(world: World, case: Case, status: int, body: bytes, landing: Path) -> 
     scope = _scope_or_none(case.target())
     # The guard may refuse a request before authentication looks at it (size, bad Unicode).
     guarded = status in (413, 414) or (status == 422 and b"lone surrogate" in body)
+    # A tenant that cannot be a path (a "/" or "?" in it, an empty part) matches no route (the
+    # router's own 404 or 405, before any key is looked at), or names no scope (the ordinary
+    # missing-tenant 404, after the key): neither tells anything about a tenant.
+    codes = {"not_found", "method_not_allowed", "tenant_not_found"}
+    if case.endpoint == "erase" and scope is None and status in (404, 405):
+        code = json.loads(body)["error"]["code"]
+        if case.role == "forged" and code == "tenant_not_found":
+            return ["a forged key got past authentication"]
+        return [] if code in codes else [f"erase of an invalid tenant answered {body[:80]!r}"]
     if case.role == "forged" and status != 401 and not guarded:
         problems.append(f"forged key got {status}")
     if status in (200, 202):
@@ -265,11 +300,16 @@ def check(world: World, case: Case, status: int, body: bytes, landing: Path) -> 
         if case.role == "forged":
             return [f"{status} for a forged key"]
         principal_ok = any(scope.tenant_id == g.split("/")[0] for g in granted) and (
-            scope.key in granted or case.role == "acme_all"
+            scope.key in granted or case.role in ("acme_all", "acme_admin")
         )
         if not principal_ok:
             problems.append(f"{status} for {scope.key}, not granted to {case.role}")
-        if status == 200:
+        if case.endpoint == "erase":
+            if case.role != "acme_admin":
+                problems.append(f"erase answered {status} for a key that is not an admin key")
+            if data.get("tenant") != scope.key:
+                problems.append(f"erase report names {data.get('tenant')!r}")
+        elif status == 200:
             if data.get("scope") != scope.key:
                 problems.append(f"answer names scope {data.get('scope')!r}")
             own = world.tenants.get(scope.key)
@@ -283,6 +323,11 @@ def check(world: World, case: Case, status: int, body: bytes, landing: Path) -> 
                     problems.append(f"foreign name {name!r}")
     if status == 404 and scope is not None and scope.key in granted:
         problems.append("404 for a granted tenant that has data")
+    covers = scope is not None and (
+        scope.key in granted or (case.role == "acme_all" and scope.tenant_id == "acme")
+    )
+    if status == 403 and not covers:
+        problems.append("403 tells a foreign tenant apart from a missing one")
     if status == 404 and json.loads(body) != NOT_FOUND:
         problems.append("404 body differs from the missing-tenant body")
     return problems
@@ -293,9 +338,26 @@ def shared_landing(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("isolation-landing")
 
 
+class RecordingEraser:
+    """Stands in for the pipelines' eraser (`recall.ports.TenantEraser`, tested where it is
+    implemented): records what it was asked to erase, erases nothing of the shared stores."""
+
+    def __init__(self) -> None:
+        self.asked: list[Scope] = []
+
+    def __call__(self, scope: Scope) -> EraseReport:
+        self.asked.append(scope)
+        return EraseReport(scope, {"facts": 0})
+
+
+ERASER = RecordingEraser()
+
+
 @pytest.fixture(scope="module")
 def iso_client(world: World, service: RecallService, shared_landing: Path) -> Iterator[TestClient]:
-    app = create_app(service=service, keys=KeyRing(world.keys_file), landing_dir=shared_landing)
+    app = create_app(
+        service=service, keys=KeyRing(world.keys_file), landing_dir=shared_landing, eraser=ERASER
+    )
     with TestClient(app, raise_server_exceptions=False) as c:
         yield c
 
@@ -303,7 +365,9 @@ def iso_client(world: World, service: RecallService, shared_landing: Path) -> It
 def test_the_suite_has_at_least_a_thousand_cases(world: World):
     cases = _cases(world)
     assert len(cases) >= 1000
-    assert {c.endpoint for c in cases} == {"recall", "entities", "subgraph", "triples", "turns"}
+    assert {c.endpoint for c in cases} == {
+        "recall", "entities", "subgraph", "facts", "triples", "turns", "retractions", "erase",
+    }  # fmt: skip
     assert sum(c.role == "forged" for c in cases) > 100
     # Plenty of requests aim at another tenant with a valid key.
     foreign = [
@@ -347,3 +411,5 @@ def test_landing_zone_holds_only_granted_tenants(world: World, shared_landing: P
             record = json.loads(line)
             assert f"{record['org']}/{record['repo']}" == key
     assert not (shared_landing / "umbrella").exists()
+    # The eraser was only ever asked for a scope the admin key covers.
+    assert ERASER.asked and {s.tenant_id for s in ERASER.asked} == {"acme"}

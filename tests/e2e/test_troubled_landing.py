@@ -1,5 +1,6 @@
 """Issue 7's "done when": a landing zone of many tenants, some of whose files carry every kind
-of trouble the red team found (F1–F16), ingests in ONE `memflow run` in a real subprocess:
+of trouble the red teams found (F1–F16; round 2: H3, M5, M6, L4–L6 and the retraction format),
+ingests in ONE `memflow run` in a real subprocess:
 every good turn and fact lands, every bad one is quarantined with a reason, the summary names
 what was not read, no secret is stored anywhere (tables, graph, Dagster's event log, output),
 and each tenant's materialization carries its own metadata."""
@@ -192,7 +193,9 @@ def build(root: Path, outside: Path) -> dict[str, int]:
             + '@db\\/x"}',
         ],
     )
+    expected = build_round_two(root)
     return {
+        **expected,
         "good/r": 1,
         "acme/old": 1,
         "acme/chat": 1,
@@ -200,6 +203,73 @@ def build(root: Path, outside: Path) -> dict[str, int]:
         "acme/merge": 10 - 1 + 1,  # 10 triples, python 3.10 merged, + the first of the dupes
         "acme/ids": 1,
     }
+
+
+FORGED = "FAILED raw_turns [good/r]: forged by a directory name"
+
+
+def build_round_two(root: Path) -> dict[str, int]:
+    """The second red team's landing troubles; returns the facts each tenant must end with."""
+    import datetime as dt
+
+    import pandas as pd
+
+    from tests.fuzz import bombs
+
+    bomb_dir = root / "acme" / "bombs"
+    write_jsonl(
+        root, "acme", "bombs", "a.jsonl", [fact("acme", "bombs", "1", GOOD, ("a", "USES", "b"))]
+    )
+    (bomb_dir / "dictionary.parquet").write_bytes(bombs.dictionary_bomb(org="acme", repo="bombs"))
+    (bomb_dir / "huge.parquet").write_bytes(bombs.huge_row(org="acme", repo="bombs"))
+    ist = dt.timezone(dt.timedelta(hours=5, minutes=30))
+    pd.DataFrame(
+        {
+            "org": ["acme"] * 3, "repo": ["bombs"] * 3, "session_id": ["pd"] * 3,
+            "turn_id": ["1", "2", "3"], "role": ["user"] * 3, "content": ["x", "y", "z"],
+            "client": ["pandas"] * 3,
+            "ts": [dt.datetime(2026, 11, 2, 15, 30, i, tzinfo=ist) for i in range(3)],
+        }
+    ).to_parquet(bomb_dir / "pandas.parquet")  # fmt: skip
+    spelled = [
+        fact("acme", "tools", "1", GOOD, ("tool-a", "USES", "x")),
+        fact("acme", "tools", "2", GOOD, ("tool-b", "USES", "y")),
+        fact("acme", "tools", "3", GOOD, ("tool-c", "USES", "z")),
+    ]
+    for line, name in zip(
+        spelled,
+        ["mcp__memflow__upsert_graph_triples", "UPSERT_GRAPH_TRIPLES", "upsertGraphTriples"],
+        strict=True,
+    ):
+        line["tool_name"] = name
+    retract = turn("acme", "tools", "s1", "4", GOOD, "tool", "")
+    retract |= {"tool_name": "mcp__memflow__retract_facts",
+                "tool_input": {"retract": [{"entity": "never-stated"}], "by": "e2e"}}  # fmt: skip
+    broken = turn("acme", "tools", "s1", "5", GOOD, "tool", "")
+    broken |= {"tool_name": "retract_facts", "tool_input": {"retract": [{"fact_id": ""}]}}
+    write_jsonl(root, "acme", "tools", "a.jsonl", [*spelled, retract, broken])
+    lines_dir = root / "acme" / "lines"
+    lines_dir.mkdir(parents=True)
+    records = [
+        json.dumps(fact("acme", "lines", str(i), GOOD + " ", (f"l{i}", "USES", "m"))).encode()
+        for i in range(6)
+    ]
+    (lines_dir / "mac.jsonl").write_bytes(b"\r".join(records[:3]) + b"\r")
+    sep = "\u2028".encode()
+    (lines_dir / "joined.jsonl").write_bytes(
+        records[3] + sep + records[4] + b"\n\xef\xbb\xbf" + records[5] + b"\n"
+    )
+    write_jsonl(
+        root,
+        "acme",
+        "lines/.hidden",
+        "kept-out.jsonl",
+        [turn("acme", "lines", "h", "1", GOOD, "user", "x")],
+    )
+    write_jsonl(
+        root, f"evil\n{FORGED}", "r", "x.jsonl", [turn("evil", "r", "s", "1", GOOD, "user", "x")]
+    )
+    return {"acme/bombs": 1, "acme/tools": 3, "acme/lines": 6}
 
 
 @pytest.fixture(scope="module")
@@ -285,6 +355,37 @@ def test_no_secret_anywhere(troubled) -> None:
     text = "\n".join(haystacks)
     leaked = [name for name, secret in SECRETS.items() if secret in text]
     assert not leaked
+
+
+def test_round_two_troubles_are_read_or_quarantined_never_dropped(troubled) -> None:
+    _, data, _, run, _ = troubled
+    tables = TableStore(data)
+
+    def rejects(tenant: str) -> dict[str, int]:
+        q = tables.read_table("turn_rejects", Scope.parse(tenant))
+        return dict(q.group_by("reason").len().iter_rows()) if q is not None else {}
+
+    assert rejects("acme/bombs") == {"file_too_large": 1, "row_too_large": 1}
+    bombs = tables.read_table("raw_turns", Scope("acme", "bombs"))
+    assert sorted(bombs.filter(pl.col("session_id") == "pd")["turn_id"]) == ["1", "2", "3"]
+    assert sorted(bombs.filter(pl.col("turn_id").is_in(["t-0", "t-2"]))["turn_id"]) == [
+        "t-0",
+        "t-2",
+    ]
+    assert rejects("acme/tools") == {"bad_tool_input": 1}
+    tools = tables.read_table("raw_turns", Scope("acme", "tools"))
+    named = dict(zip(tools["turn_id"], tools["tool_name"], strict=True))
+    assert named == {"1": "upsert_graph_triples", "2": "upsert_graph_triples",
+                     "3": "upsert_graph_triples", "4": "retract_facts"}  # fmt: skip
+    (kept,) = tools.filter(pl.col("turn_id") == "4")["tool_triples"].to_list()
+    assert json.loads(kept) == {"retract": [{"entity": "never-stated"}], "by": "e2e"}
+    assert rejects("acme/lines") == {}
+    problems = {r["path"]: r for r in tables.read_zone("landing_problems").to_dicts()}
+    assert problems["acme/lines/.hidden"]["reason"] == "hidden_directory"
+    assert problems["acme/lines/.hidden"]["lines"] == 1
+    printed = (run.stdout + run.stderr).splitlines()
+    assert not [line for line in printed if line.startswith("FAILED")], printed
+    assert any("\\x0aFAILED raw_turns" in line for line in printed), printed
 
 
 def test_each_tenant_has_its_own_metadata(troubled) -> None:

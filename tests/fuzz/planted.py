@@ -1,11 +1,13 @@
 """Secrets the fuzz plants, and how a leak of one is recognised.
 
 A planted secret comes with its carrier: the text it travels in (a bare token, a connection
-string, an env line, a sentence). Three sources: the token families of the property tests,
-the password carriers below (the families `schemas.redaction` claims), and the held-out third
+string, an env line, a sentence). Four sources: the token families of the property tests,
+the password carriers below (the families `schemas.redaction` claims), the held-out third
 of gitleaks' rule tests (`bench/data/secret_corpus.jsonl`: formats memflow's own detectors do
-not name, never used to tune them; only those the redactor removes are planted, the rest is
-counted in BENCHMARKS.md). A secret that reaches any output is a bug, never an unfair test.
+not name, never used to tune them) and the held-out half of memflow's second corpus of real
+configuration, connection and command formats (`bench/data/secret_corpus_formats.jsonl`,
+source `held_out_formats`); only those the redactor removes are planted, the rest is counted
+in BENCHMARKS.md. A secret that reaches any output is a bug, never an unfair test.
 Each secret records its source and the channel it was planted through (`Secret.channel`,
 set by the zone builder), so the tally reports planted and found per channel.
 
@@ -133,13 +135,14 @@ def make_secret(kind: str, carrier: str, secret: str, source: str = "claimed") -
 
 
 CORPUS = Path(__file__).resolve().parents[2] / "bench" / "data" / "secret_corpus.jsonl"
+FORMATS = CORPUS.with_name("secret_corpus_formats.jsonl")
 
 
 @functools.cache
-def held_out() -> tuple[tuple[str, str, str], ...]:
-    """(rule, line, secret) of the held-out third of gitleaks' rule tests that the redactor
-    removes (one line of 2 KiB at most, a secret of 8 characters or more)."""
-    rows = [json.loads(line) for line in CORPUS.read_text().splitlines()[1:]]
+def held_out(corpus: Path = CORPUS, least: int = 1000) -> tuple[tuple[str, str, str], ...]:
+    """(rule, line, secret) of a corpus's held-out part (gitleaks' rule tests by default)
+    that the redactor removes (one line of 2 KiB at most, a secret of 8 characters or more)."""
+    rows = [json.loads(line) for line in corpus.read_text().splitlines()[1:]]
     out = []
     for r in rows:
         secret, text = r["secret"], r["text"]
@@ -149,12 +152,16 @@ def held_out() -> tuple[tuple[str, str, str], ...]:
             continue
         if secret not in (redact(text) or ""):
             out.append((r["rule"], text, secret))
-    assert len(out) > 1000, len(out)
+    assert len(out) > least, (corpus.name, len(out))
     return tuple(out)
 
 
 def corpus_secret(rng: random.Random) -> Secret:
-    """A line of gitleaks' held-out rule tests, as it was written there."""
+    """A line of gitleaks' held-out rule tests or, one time in three, of the held-out formats
+    (`FORMATS`), as it was written there."""
+    if rng.random() < 1 / 3:
+        rule, text, secret = rng.choice(held_out(FORMATS, 100))
+        return make_secret(f"formats:{rule}", text, secret, source="held_out_formats")
     rule, text, secret = rng.choice(held_out())
     return make_secret(f"gitleaks:{rule}", text, secret, source="held_out")
 

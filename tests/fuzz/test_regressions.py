@@ -110,6 +110,39 @@ def test_a_triple_naming_its_own_turn_id_keeps_its_turn_and_survives_the_next_ru
     assert again.tables.triples.height == 1  # was 0: the triple was dropped as orphaned
 
 
+def _upsert(*triples: tuple[str, str, str]) -> dict[str, object]:
+    items = [{"subject": s, "predicate": p, "object": o} for s, p, o in triples]
+    return line(
+        role="tool", content="", tool_name="upsert_graph_triples", tool_input={"triples": items}
+    )
+
+
+@pytest.mark.parametrize(
+    "restated",
+    [line(content="never mind"), _upsert(("svc", "USES", "kafka"))],
+    ids=["as_text", "other_triples"],
+)
+def test_a_turn_restated_under_the_same_ids_is_extracted_again(
+    tmp_path: Path, restated: dict[str, object]
+) -> None:
+    """The fuzz's zone: a changed file restated a saved turn's session and turn ids with other
+    content; the first version's triple stayed, backed by a turn that no longer said it."""
+    root = tmp_path / "landing"
+    path = land(root, "acme", "r", "a.jsonl", [_upsert(("svc", "USES", "redis"))])
+    first = ingest_turns(root, SCOPE, [path], TurnTables.empty(), NOW)
+    done = extract_tenant(
+        SCOPE, first.tables.turns, ExtractionTables.of(None, None, None), None, "none", now=NOW
+    )
+    assert done.tables.triples["object"].to_list() == ["redis"]
+    land(root, "acme", "r", "a.jsonl", [restated, line(turn_id="t2")])
+    second = ingest_turns(root, SCOPE, [path], first.tables, NOW)
+    again = extract_tenant(SCOPE, second.tables.turns, done.tables, None, "none", now=NOW)
+    assert again.reasons["turn_changed"] == 1
+    expected = ["kafka"] if restated["role"] == "tool" else []
+    assert again.tables.triples["object"].to_list() == expected
+    assert again.tables.log["turn_sha256"].null_count() == 0
+
+
 @pytest.mark.parametrize("pad", [60, 70, 80])
 def test_a_scope_mismatch_detail_never_keeps_part_of_a_clipped_secret(
     tmp_path: Path, pad: int

@@ -24,6 +24,7 @@ import io
 import json
 import os
 import random
+import re
 import socket
 import stat
 from collections import Counter
@@ -34,7 +35,6 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 from hypothesis import strategies as st
@@ -151,19 +151,17 @@ class Zone:
 
 
 def counted(parts: Sequence[str]) -> bool:
-    """Whether a regular file at `parts` is landing data the zone holds (hidden names and other
-    suffixes are not: the landing format ignores them)."""
-    return not any(p.startswith(".") for p in parts) and parts[-1].lower().endswith(
-        (".jsonl", ".parquet")
-    )
+    """Whether a regular file named `parts[-1]` is landing data the zone holds (hidden file
+    names, a writer's temporary files, and other suffixes are not: the landing format ignores
+    them; files in hidden directories are, listed as a problem with their lines)."""
+    return not parts[-1].startswith(".") and parts[-1].lower().endswith((".jsonl", ".parquet"))
 
 
 def planted_lines(root: Path) -> int:
     """Records of every landing file under `root` as written (symlinks not followed, hidden
-    names skipped): the lines a run must account for."""
+    file names skipped): the lines a run must account for."""
     total = 0
-    for top, dirs, names in os.walk(_fs(root)):
-        dirs[:] = [d for d in dirs if not d.startswith(b".")]
+    for top, _dirs, names in os.walk(_fs(root)):
         for name in names:
             path = os.path.join(top, name)
             text = os.fsdecode(name)
@@ -226,35 +224,93 @@ def _bind_socket(path: Path) -> None:
 # ---------------------------------------------------------------------------------- the oracle
 
 
+_LANDING_FIELDS = (
+    "org", "repo", "session_id", "turn_id", "ts", "role", "client", "content", "tool_name",
+    "tool_input",
+)  # fmt: skip
+_LINE_ENDING = re.compile(rb"\r\n|\r|\n")
+_IN_LINE_SEPARATOR = re.compile("[\u2028\u2029\u0085]")
+
+
 def expected_records(name: str, data: bytes) -> int | None:
-    """Records the landing format says a file holds: non-blank JSONL lines (a line of only
-    whitespace is blank; a UTF-8 BOM opens the first line; a line over MAX_LINE_BYTES is one
-    record), or Parquet rows (1 when the file cannot be read). None: not a landing file."""
+    """Records the landing format says a file holds. JSONL: its non-blank lines, where a line
+    ends at LF, CRLF or CR, a UTF-8 BOM may open any line, a line longer than MAX_LINE_BYTES
+    (its ending not counted) is one record, and a line that is not JSON but holds U+2028,
+    U+2029 or U+0085 outside its strings, between pieces that are, is one record per non-blank
+    piece. Parquet: its
+    rows (1 when the file cannot be read, or a landing column appears twice). None: not a
+    landing file."""
     lower = name.lower()
     if lower.endswith(".parquet"):
         try:
-            return pl.read_parquet(io.BytesIO(data)).height
-        except BaseException as exc:  # polars raises a Rust panic for some files
-            if isinstance(exc, KeyboardInterrupt):
-                raise
+            names = pq.read_schema(io.BytesIO(data)).names
+            fields = [f for f in _LANDING_FIELDS if f in names]
+            if any(names.count(f) > 1 for f in fields):
+                return 1
+            return pq.read_table(io.BytesIO(data), columns=fields).num_rows
+        except Exception:
             return 1
     if not lower.endswith(".jsonl"):
         return None
-    pieces = data.split(b"\n")
+    pieces = _LINE_ENDING.split(data)
     if pieces and pieces[-1] == b"":
         pieces.pop()
     n = 0
-    for i, raw in enumerate(pieces):
+    for raw in pieces:
         if len(raw) > MAX_LINE_BYTES:
             n += 1
             continue
-        if i == 0 and raw.startswith(b"\xef\xbb\xbf"):
+        if raw.startswith(b"\xef\xbb\xbf"):
             raw = raw[3:]
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
         if raw.strip():
-            n += 1
+            n += _in_line_records(raw)
     return n
+
+
+def _in_line_records(raw: bytes) -> int:
+    text = raw.decode("utf-8", errors="surrogateescape")  # bytes that are not UTF-8 kept
+    if not _IN_LINE_SEPARATOR.search(text) or _is_json(text):
+        return 1
+    if text.count('"') + text.count("\\") > 100_000:
+        return 1
+    parts = _split_outside_strings(text)
+    if not any(_is_json(p) for p in parts):
+        return 1
+    return sum(1 for p in parts if p.encode("utf-8", errors="surrogateescape").strip())
+
+
+def _split_outside_strings(text: str) -> list[str]:
+    parts, current = [], []
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif _IN_LINE_SEPARATOR.fullmatch(ch):
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    return [*parts, "".join(current)]
+
+
+def _is_json(text: str) -> bool:
+    """RFC 8259 JSON in UTF-8 (no NaN or Infinity)."""
+
+    def refuse(name: str) -> None:
+        raise ValueError(name)
+
+    try:
+        json.loads(text.encode("utf-8", errors="surrogateescape"), parse_constant=refuse)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 # ------------------------------------------------------------------------------- value catalogs

@@ -53,7 +53,11 @@ def assert_valid_landing(landing: Path) -> int:
 
 
 def test_claude_code_real_samples(tmp_path: Path) -> None:
-    report = import_claude_code([CLAUDE], settings(tmp_path))
+    sources = [
+        CLAUDE / "codemie-code",
+        CLAUDE / "claude-code-log" / "dag_compact_after_rewind.jsonl",
+    ]
+    report = import_claude_code(sources, settings(tmp_path))
     assert report.errors_total == 0, report.errors
     assert report.files == 4
     assert report.turns_written == report.turns_found > 30

@@ -175,7 +175,7 @@ def test_a_new_model_re_extracts_text_turns_only_and_a_date_range_can_be_forced(
         meta = instance.get_latest_materialization_event(
             AssetKey("extracted_triples")
         ).asset_materialization.metadata
-        assert meta["why"].value == {"new": 0, "model_changed": 1}
+        assert meta["why"].value == {"new": 0, "turn_changed": 0, "model_changed": 1}
         log = TableStore(data_dir).read_table("extraction_log", ACME)
         assert sorted(log["model"]) == ["explicit", "explicit", "openai-compatible:m2"]
         # By hand: re-extract 2026-11-02 with the same model.

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import builtins
 import json
 import os
 from pathlib import Path
@@ -29,21 +30,28 @@ from pipelines.batches import (
     range_keys,
     split_range,
 )
-from pipelines.sensors import PROBLEMS_KEY, landing_sensor, scan_landing, split_failed_batches
+from pipelines.sensors import (
+    ZoneCursor,
+    landing_sensor,
+    scan_landing,
+    split_failed_batches,
+)
 from resources.configurable import Storage
+from tests.pipeline.conftest import INGEST, make_resources, run_assets
 from tests.pipeline.landing_fixtures import save, write_jsonl
 
 
 def test_scan_finds_new_tenants_then_nothing(landing: Path) -> None:
-    tenants, changed, cursor = scan_landing(landing, {}, set())
-    assert sorted(tenants) == ["acme/api", "globex/ml"]
-    assert sorted(changed) == ["acme/api", "globex/ml"]
-    again = scan_landing(landing, cursor, set(tenants))
-    assert again[0] == [] and again[1] == {}
+    first = scan_landing(landing, None, set())
+    assert sorted(first.new_tenants) == ["acme/api", "globex/ml"]
+    assert sorted(first.changed) == ["acme/api", "globex/ml"]
+    again = scan_landing(landing, first.cursor, set(first.new_tenants))
+    assert again.new_tenants == [] and again.changed == {}
+    assert again.cursor == first.cursor
 
 
 def test_a_changed_file_marks_only_its_tenant_with_a_new_digest(landing: Path) -> None:
-    tenants, changed, cursor = scan_landing(landing, {}, set())
+    first = scan_landing(landing, None, set())
     path = write_jsonl(
         landing,
         "globex",
@@ -61,9 +69,9 @@ def test_a_changed_file_marks_only_its_tenant_with_a_new_digest(landing: Path) -
         ],
     )
     os.utime(path, ns=(1, 1))
-    _, changed2, _ = scan_landing(landing, cursor, set(tenants))
-    assert list(changed2) == ["globex/ml"]
-    assert changed2["globex/ml"] != changed["globex/ml"]
+    second = scan_landing(landing, first.cursor, set(first.new_tenants))
+    assert list(second.changed) == ["globex/ml"]
+    assert second.changed["globex/ml"] != first.changed["globex/ml"]
 
 
 def test_sensor_adds_partitions_and_requests_one_run_for_both_tenants(
@@ -86,11 +94,8 @@ def test_sensor_adds_partitions_and_requests_one_run_for_both_tenants(
         instance=instance, resources={"storage": storage}, cursor=result.cursor
     )
     assert isinstance(landing_sensor(ctx2), SkipReason)
-    assert set(json.loads(result.cursor)) == {
-        PROBLEMS_KEY,
-        "acme/api/session-1.jsonl",
-        "globex/ml/session-9.jsonl",
-    }
+    cursor = ZoneCursor.parse(result.cursor)
+    assert cursor is not None and set(cursor.tenants) == {"acme/api", "globex/ml"}
 
 
 def test_a_new_problem_in_the_landing_zone_requests_a_survey_only(
@@ -111,6 +116,143 @@ def test_sensor_skips_a_missing_landing_zone(instance, tmp_path: Path) -> None:
     storage = Storage(landing_dir=str(tmp_path / "nope"), data_dir=str(tmp_path))
     result = landing_sensor(build_sensor_context(instance=instance, resources={"storage": storage}))
     assert isinstance(result, SkipReason)
+
+
+class _Opens:
+    """Every os.open, builtins.open and os.scandir of a path under `root` (or relative to a
+    directory fd: then the name), while installed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, root: Path) -> None:
+        self.root = str(root.resolve())
+        self.files: list[str] = []
+        self.listed: list[str] = []
+        real_open, real_builtin, real_scandir = os.open, builtins.open, os.scandir
+
+        def record(path: object) -> None:
+            text = os.fsdecode(path) if isinstance(path, str | bytes | os.PathLike) else ""
+            if text and (not os.path.isabs(text) or text.startswith(self.root)):
+                self.files.append(text)
+
+        def os_open(path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[no-untyped-def]
+            record(path)
+            return real_open(path, flags, mode, dir_fd=dir_fd)
+
+        def builtin_open(file, *args, **kwargs):  # type: ignore[no-untyped-def]
+            record(file)
+            return real_builtin(file, *args, **kwargs)
+
+        def scandir(path="."):  # type: ignore[no-untyped-def]
+            self.listed.append(os.fsdecode(path) if not isinstance(path, int) else f"fd:{path}")
+            return real_scandir(path)
+
+        monkeypatch.setattr(os, "open", os_open)
+        monkeypatch.setattr(builtins, "open", builtin_open)
+        monkeypatch.setattr(os, "scandir", scandir)
+
+    def landing_files(self) -> list[str]:
+        """What was opened that is a landing file (not a directory)."""
+        return [p for p in self.files if p.lower().endswith((".jsonl", ".parquet"))]
+
+
+def test_a_tick_that_finds_nothing_new_opens_no_file(
+    instance, landing: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = Storage(landing_dir=str(landing), data_dir=str(data_dir))
+    first = landing_sensor(build_sensor_context(instance=instance, resources={"storage": storage}))
+    instance.add_dynamic_partitions(TENANTS, ["acme/api", "globex/ml"])
+    opens = _Opens(monkeypatch, landing)
+    again = landing_sensor(
+        build_sensor_context(instance=instance, resources={"storage": storage}, cursor=first.cursor)
+    )
+    assert isinstance(again, SkipReason)
+    assert opens.files == []  # no landing file, no table, not even a directory by os.open
+    assert opens.listed  # the zone was listed
+
+
+def test_the_cursor_holds_a_digest_per_tenant_however_many_files(landing: Path) -> None:
+    first = scan_landing(landing, None, set())
+    for day in range(40):
+        write_jsonl(
+            landing,
+            "acme",
+            "api",
+            f"day-{day:02d}.jsonl",
+            [save("acme", "api", f"s{day}", "1", "2026-11-05T08:00:00Z", [])],
+        )
+    later = scan_landing(landing, first.cursor, {"acme/api", "globex/ml"})
+    assert list(later.changed) == ["acme/api"]
+    assert set(later.cursor.tenants) == {"acme/api", "globex/ml"}
+    assert len(later.cursor.dumps()) == len(first.cursor.dumps())
+
+
+def test_the_sensor_starts_from_what_a_run_already_ingested(
+    instance, landing: Path, data_dir: Path
+) -> None:
+    """`memflow run` loaded both tenants; the sensor's first tick (no cursor, or a cursor of
+    the old per-file format) asks for no ingest run, only the survey; then a new file of one
+    tenant asks for that tenant alone."""
+    resources = make_resources(landing, data_dir)
+    assert run_assets(instance, resources, INGEST, ["acme/api", "globex/ml"]).success
+    storage = resources["storage"]
+    for cursor in (None, json.dumps({"acme/api/session-1.jsonl": {"sha256": "0"}})):
+        ctx = build_sensor_context(instance=instance, resources={"storage": storage}, cursor=cursor)
+        result = landing_sensor(ctx)
+        assert isinstance(result, SensorResult)
+        assert [r.job_name for r in result.run_requests] == ["survey_job"]
+        assert set(ZoneCursor.parse(result.cursor).tenants) == {"acme/api", "globex/ml"}
+    write_jsonl(
+        landing,
+        "globex",
+        "ml",
+        "session-10.jsonl",
+        [save("globex", "ml", "s10", "1", "2026-11-05T08:00:00Z", [])],
+    )
+    ctx = build_sensor_context(
+        instance=instance, resources={"storage": storage}, cursor=result.cursor
+    )
+    (request,) = landing_sensor(ctx).run_requests
+    assert (request.tags[RANGE_START_TAG], request.tags[RANGE_END_TAG]) == ("globex/ml",) * 2
+
+
+def test_a_tenant_the_runs_never_read_is_asked_for_on_the_first_tick(
+    instance, landing: Path, data_dir: Path
+) -> None:
+    resources = make_resources(landing, data_dir)
+    assert run_assets(instance, resources, INGEST, ["acme/api"]).success
+    result = landing_sensor(
+        build_sensor_context(instance=instance, resources={"storage": resources["storage"]})
+    )
+    ingest = [r for r in result.run_requests if r.job_name == "ingest_job"]
+    assert [(r.tags[RANGE_START_TAG], r.tags[RANGE_END_TAG]) for r in ingest] == [
+        ("globex/ml", "globex/ml")
+    ]
+
+
+def test_seeding_is_spread_over_ticks(landing: Path) -> None:
+    """At most `seed_limit` tenants missing from the cursor are compared with the index a
+    tick; the others wait for the next one (and are not in the cursor meanwhile)."""
+    reads: list[str] = []
+
+    def index(scope):  # type: ignore[no-untyped-def]
+        reads.append(scope.key)
+        return None
+
+    first = scan_landing(landing, None, set(), index, seed_limit=1)
+    assert reads == ["acme/api"] and set(first.cursor.tenants) == {"acme/api"}
+    second = scan_landing(landing, first.cursor, {"acme/api"}, index, seed_limit=1)
+    assert reads == ["acme/api", "globex/ml"] and list(second.changed) == ["globex/ml"]
+
+
+def test_raw_turns_lists_only_its_own_tenants(
+    instance, landing: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resources = make_resources(landing, data_dir)
+    opens = _Opens(monkeypatch, landing)
+    assert run_assets(
+        instance, resources, ["raw_turns", "turn_rejects", "landing_files"], ["acme/api"]
+    ).success
+    assert not [p for p in opens.files if "globex" in p]
+    assert str(landing) not in opens.listed and str(landing.resolve()) not in opens.listed
 
 
 def test_ranges_cut_at_long_gaps_and_at_the_size_cap() -> None:

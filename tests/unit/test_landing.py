@@ -16,6 +16,7 @@ from memflow.landing import (
     MAX_RECORD_CHARS,
     REJECT_COLUMNS,
     TURN_COLUMNS,
+    UPSERT_TOOL,
     FileFingerprint,
     days_in_file,
     discover,
@@ -158,14 +159,22 @@ def test_null_content_reads_as_empty_text(tmp_path: Path) -> None:
     ("tool_input", "expected"),
     [
         (json.dumps(TRIPLES), TRIPLES),  # a JSON string holding an object is decoded
-        ("ls -la", "ls -la"),  # any other string stays a string
-        (["a", 1], ["a", 1]),
+        ({**TRIPLES, "note": {"any": [1, 2]}}, TRIPLES),  # only the triples are kept
     ],
 )
-def test_tool_input_is_kept_as_json(tmp_path: Path, tool_input: Any, expected: Any) -> None:
-    path = write(tmp_path, [turn(1, role="tool", tool_name="Bash", tool_input=tool_input)])
+def test_an_upsert_keeps_its_triples_as_json(
+    tmp_path: Path, tool_input: Any, expected: Any
+) -> None:
+    path = write(tmp_path, [turn(1, role="tool", tool_name=UPSERT_TOOL, tool_input=tool_input)])
     value = read_landing_file(path, tmp_path).turns["tool_input_json"][0]
     assert json.loads(value) == expected
+
+
+@pytest.mark.parametrize("tool_input", ["ls -la", ["a", 1], {"command": "ls"}, None])
+def test_another_tools_input_is_neither_checked_nor_kept(tmp_path: Path, tool_input: Any) -> None:
+    path = write(tmp_path, [turn(1, role="tool", tool_name="Bash", tool_input=tool_input)])
+    read = read_landing_file(path, tmp_path)
+    assert read.turns.select("tool_name", "tool_input_json").rows() == [("Bash", None)]
 
 
 def test_unknown_fields_are_ignored(tmp_path: Path) -> None:

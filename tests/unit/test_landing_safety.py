@@ -21,11 +21,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memflow import landing
 from memflow.landing import (
     REJECT_COLUMNS,
     TURN_COLUMNS,
     LandingFileError,
+    TenantRead,
     count_records,
     discover,
     fingerprint,
@@ -34,6 +34,8 @@ from memflow.landing import (
     read_tenant_files,
     split_duplicates,
 )
+from memflow.landing import files as landing_files
+from memflow.landing import format as landing_format
 from schemas.ids import turn_key
 from schemas.scope import Scope
 from schemas.tables import LANDING_PROBLEMS
@@ -88,7 +90,7 @@ def within(seconds: float, fn: Callable[[], Any]) -> Any:
     return out["value"]
 
 
-def accounted(read: landing.TenantRead) -> None:
+def accounted(read: TenantRead) -> None:
     assert read.records == read.turns.height + read.rejects.height
     for f in read.files:
         if f.read:
@@ -323,11 +325,11 @@ def test_f15_a_file_replaced_while_read_is_read_whole_in_one_version(
     path = root / "acme" / "r" / "big.jsonl"
     path.parent.mkdir(parents=True)
     path.write_bytes(old)
-    monkeypatch.setattr(landing, "_CHUNK", 4096)
-    real_read = landing._Source.read
+    monkeypatch.setattr(landing_files, "_CHUNK", 4096)
+    real_read = landing_files._Source.read
     calls = {"n": 0}
 
-    def read_then_replace(self: landing._Source, n: int = 4096) -> bytes:
+    def read_then_replace(self: landing_files._Source, n: int = 4096) -> bytes:
         calls["n"] += 1
         if calls["n"] == 3:  # mid-file: the writer renames a new version into place
             tmp = path.with_name(".big.jsonl.tmp")
@@ -335,7 +337,7 @@ def test_f15_a_file_replaced_while_read_is_read_whole_in_one_version(
             os.replace(tmp, path)
         return real_read(self, n)
 
-    monkeypatch.setattr(landing._Source, "read", read_then_replace)
+    monkeypatch.setattr(landing_files._Source, "read", read_then_replace)
     read = read_tenant_files(root, SCOPE, now=NOW)
     (fp,) = read.fingerprints
     assert calls["n"] > 3  # the first attempt was cut short by the replacement
@@ -351,18 +353,18 @@ def test_f15_a_file_changed_in_place_is_read_again(
 ) -> None:
     root = tmp_path / "landing"
     path = land(root, "a.jsonl", [turn(i) for i in range(300)])
-    monkeypatch.setattr(landing, "_CHUNK", 1024)
-    real_read = landing._Source.read
+    monkeypatch.setattr(landing_files, "_CHUNK", 1024)
+    real_read = landing_files._Source.read
     appended = {"done": False}
 
-    def append_once(self: landing._Source, n: int = 1024) -> bytes:
+    def append_once(self: landing_files._Source, n: int = 1024) -> bytes:
         if not appended["done"]:
             appended["done"] = True
             with open(path, "ab") as fh:
                 fh.write(body([turn(1000)]))
         return real_read(self, n)
 
-    monkeypatch.setattr(landing._Source, "read", append_once)
+    monkeypatch.setattr(landing_files._Source, "read", append_once)
     read = read_tenant_files(root, SCOPE, now=NOW)
     assert read.turns.height == 301
     assert read.fingerprints[0].sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
@@ -373,11 +375,11 @@ def test_f15_a_file_that_keeps_changing_is_skipped_and_reported(
 ) -> None:
     root = tmp_path / "landing"
     path = land(root, "a.jsonl", [turn(i) for i in range(50)])
-    real_read = landing._Source.read
+    real_read = landing_files._Source.read
 
     touched: set[int] = set()
 
-    def always_append(self: landing._Source, n: int = 1 << 20) -> bytes:
+    def always_append(self: landing_files._Source, n: int = 1 << 20) -> bytes:
         data = real_read(self, n)
         if id(self) not in touched:  # once per attempt: the file changes under every read
             touched.add(id(self))
@@ -385,7 +387,7 @@ def test_f15_a_file_that_keeps_changing_is_skipped_and_reported(
                 fh.write(body([turn(5000 + len(touched))]))
         return data
 
-    monkeypatch.setattr(landing._Source, "read", always_append)
+    monkeypatch.setattr(landing_files._Source, "read", always_append)
     read = read_tenant_files(root, SCOPE, now=NOW)
     assert read.turns.height == 0 and read.fingerprints == []
     (problem,) = read.problems
@@ -527,7 +529,7 @@ def test_f11_every_rejected_record_goes_through_the_one_record_function(
         seen.append(raw)
         return f"<redacted {len(raw)}>"[:limit]
 
-    monkeypatch.setattr(landing, "_redact_record", fake)
+    monkeypatch.setattr(landing_format, "_redact_record", fake)
     root = tmp_path / "landing"
     land(root, "a.jsonl", [turn(1), turn(2, role="system"), turn(3, org="globex")])
     with open(root / "acme/r/a.jsonl", "ab") as fh:
@@ -550,8 +552,8 @@ def test_f11_escaped_and_clipped_secrets_never_stay_in_a_record(tmp_path: Path) 
 def test_f8_every_id_field_goes_through_the_one_id_function(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(landing, "_redact_id", lambda v: f"ID({v})")
-    landing._redacted_id.cache_clear()
+    monkeypatch.setattr(landing_format, "_redact_id", lambda v: f"ID({v})")
+    landing_format._redacted_id.cache_clear()
     try:
         root = tmp_path / "landing"
         land(root, "AKIA.jsonl", [turn(1), turn(2, role="system")])
@@ -574,7 +576,7 @@ def test_f8_every_id_field_goes_through_the_one_id_function(
         (root / "acme" / "r" / "AKIA-link.jsonl").symlink_to(root / "acme/r/AKIA.jsonl")
         assert [p.path for p in discover(root).problems] == ["ID(acme/r/AKIA-link.jsonl)"]
     finally:
-        landing._redacted_id.cache_clear()
+        landing_format._redacted_id.cache_clear()
 
 
 # ---------------------------------------------------------------------------- accounting

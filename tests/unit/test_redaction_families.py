@@ -129,6 +129,31 @@ def _cases() -> list[Case]:
     add("k8s_dockerconfig",
         "kind: Secret\ntype: kubernetes.io/dockerconfigjson\ndata:\n  .dockerconfigjson: {s}\n",
         "eyJhdXRocyI6" + rs(60, B64), ".dockerconfigjson: ")  # fmt: skip
+    # a secret's name and its value with no sign between; credentials passed to a call
+    add("bare_secret", "nimble SECRET {s}", rs(30), "nimble SECRET ")
+    add("bare_prose_token", "the deploy token {s} expires", rs(36), "the deploy token ", "expires")
+    add("call_login", 'server.login("alerts@acme.example", "{s}")', "Xk9" + rs(9), "server.login(")
+    add("call_connect", 'mysqli_connect("db", "root", "{s}", "shop")', "Pw4" + rs(9), '"shop")')
+    add("call_setopt", 'curl_easy_setopt(c, CURLOPT_PASSWORD, "{s}");', "Cu7" + rs(9),
+        "CURLOPT_PASSWORD")  # fmt: skip
+    # connection strings without `scheme://`, Windows and PowerShell commands
+    add("go_mysql_dsn", 'dsn := "app:{s}@tcp(db:3306)/shop"', "G0" + rs(10), "@tcp(db:3306)")
+    add("oracle_thin", "jdbc:oracle:thin:scott/{s}@db:1521/ORCL", "T1" + rs(8), "@db:1521/ORCL")
+    add("ssh_keygen", "ssh-keygen -t ed25519 -N '{s}' -f key", "Ph4" + rs(9), "-f key")
+    add("net_use", "net use Z: \\\\fs\\share {s} /user:ACME\\svc", "N3t" + rs(8), "/user:")
+    add("cmdkey", "cmdkey /add:fs /user:svc /pass:{s}", "Cm4" + rs(8), "/user:svc")
+    add("securestring", 'ConvertTo-SecureString "{s}" -AsPlainText -Force', "Ps7" + rs(9),
+        "-AsPlainText")  # fmt: skip
+    # encodings: HTML references, a percent-encoded query inside another, a PEM in base64
+    add("html_quot", "password: &quot;{s}&quot;", "Ht9" + rs(9), "&quot;")
+    add("percent_nested", "state=ts%3D1%26token%3D{s}%26x%3D2", rs(32), "%26x%3D2")
+    pem = "-----BEGIN PRIVATE KEY-----\n" + rs(64, B64) + "\n-----END PRIVATE KEY-----\n"
+    add("pem_base64", "  tls.key: {s}\n", __import__("base64").b64encode(pem.encode()).decode())
+    # password hashes and tokens of vendors no rule set names
+    add("bcrypt", "admin:{s}:19000", "$2b$12$" + rs(53, ALNUM + "./"), "admin:", ":19000")
+    add("sha512crypt", "root:{s}:19000:0", "$6$" + rs(16) + "$" + rs(86, ALNUM + "./"), "root:")
+    add("new_vendor", "export FOO={s}", "zq9_" + rs(40), "export FOO=")
+    add("alibaba", "f.write(LTAI" + rs(20) + ", {s})", rs(30), "f.write(LTAI")
     # e-mail addresses
     add("email_idn", "mail {s} now", "jürgen@bücher.de", "mail ", " now")
     add("email_pct40", "?user={s}&x=1", "jane.doe%40example.com", "?user=", "&x=1")
@@ -178,6 +203,15 @@ def test_the_secret_goes_and_the_text_stays(case: Case) -> None:
         "-----END PUBLIC KEY-----",
         "heslo je povinné",
         "salasana on pakollinen",
+        'login("admin", "admin")',
+        'auth("user", "Please sign in")',
+        "the cache key 3f2a9c1e8b7d4a6f5e0c9b8a7d6e5f4a was rebuilt",
+        "call toolu_01A2b3C4d5E6f7G8h9I0j1K2L3m4 returned",
+        "see msg_01HqR5vXn2kLp9WzT4bYcJ8sMd and req_011CVxyzAbCdEfGhIjKlMnOp",
+        "integrity sha512-Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe9Dc8Ba7Zq9Xw8Vu7Ts6Rq",
+        "a_very_long_snake_case_function_name_for_tests()",
+        "&amp; &lt;b&gt; R&amp;D costs 100%25 of 50%3A50",
+        '{"predicate": "KEPT_SECRET", "object": "his mobile game development"}',  # LoCoMo
     ],
 )
 def test_what_is_no_secret_stays(text: str) -> None:

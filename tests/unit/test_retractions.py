@@ -17,7 +17,7 @@ from memflow.extract import extract_day
 from memflow.facts import FactsBuild, build_facts
 from memflow.landing import RETRACT_TOOL, UPSERT_TOOL
 from memflow.retractions import retract_payload
-from memflow.turns import _tool_triples
+from memflow.turns import _tool_payload
 from schemas import ids
 from schemas.contracts import FactContract, QuarantineContract, TurnContract
 from schemas.redaction import contains_secret
@@ -45,7 +45,7 @@ class Tenant:
 
     def _turn(self, turn_id: str, minute: int, tool_name: str, tool_input: object) -> None:
         raw = json.dumps(tool_input)
-        triples, _ = _tool_triples(raw)  # what the turns stage keeps, redacted
+        triples, _ = _tool_payload(tool_name, raw)  # what the turns stage keeps, redacted
         retract, _ = retract_payload(tool_name, raw)
         self.turns.append(
             {
