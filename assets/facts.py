@@ -31,7 +31,7 @@ from resources.configurable import Storage
 from schemas import rules
 from schemas.contracts import EntityContract, FactContract
 from schemas.rules import SEVERITY_WARNING
-from schemas.tables import QUARANTINE, TRIPLES, Asset, conform
+from schemas.tables import QUARANTINE, RETRACTION_REQUESTS, TRIPLES, Asset, conform
 
 
 @multi_asset(
@@ -54,6 +54,12 @@ from schemas.tables import QUARANTINE, TRIPLES, Asset, conform
             io_manager_key="tables",
             description="Triples that repeated a fact: their spelling (kept as an alias), "
             "confidence and provenance, and the fact they were merged into.",
+        ),
+        Asset.RETRACTIONS: AssetOut(
+            io_manager_key="tables",
+            description="Facts closed by a retraction or an entity forget: which fact, when, "
+            "who asked, why and the retract turn. A request that closed nothing is a "
+            "retract_unknown quarantine row.",
         ),
     },
     partitions_def=scope_partitions,
@@ -94,6 +100,7 @@ def validated_facts(
     extracted_triples: dict[str, pl.DataFrame],
     extraction_rejects: dict[str, pl.DataFrame],
     turn_rejects: dict[str, pl.DataFrame],
+    retraction_requests: dict[str, pl.DataFrame],
     storage: Storage,
 ):
     tables = storage.tables()
@@ -101,6 +108,7 @@ def validated_facts(
     entities_out: dict[str, pl.DataFrame] = {}
     quarantine_out: dict[str, pl.DataFrame] = {}
     merges_out: dict[str, pl.DataFrame] = {}
+    retractions_out: dict[str, pl.DataFrame] = {}
     unbalanced: dict[str, dict[str, int]] = {}
     scopes = list(run_scopes(context))
     built_by: dict[str, tuple[float, FactsBuild]] = {}
@@ -112,6 +120,7 @@ def validated_facts(
             triples,
             stored_table(storage, Asset.VALIDATED_FACTS, scope),
             stored_table(storage, Asset.ENTITIES, scope),
+            conform(retraction_requests.get(scope.key, pl.DataFrame()), RETRACTION_REQUESTS),
         )
         built_by[scope.key] = (time.perf_counter() - started, built)
     # One validation per contract for the whole run (quarantine_contract_failures).
@@ -142,6 +151,7 @@ def validated_facts(
         ).unique("reject_id", keep="first", maintain_order=True)
         facts_out[key], entities_out[key], quarantine_out[key] = facts, entities, quarantine
         merges_out[key] = built.merges
+        retractions_out[key] = built.retractions
         counts = built.counts
         if not built.balanced:
             unbalanced[key] = counts
@@ -163,6 +173,9 @@ def validated_facts(
                 **counts,
                 "rows_out": facts.height,
                 "superseded": built.superseded,
+                "retracted": built.retracted,
+                "retract_unknown": built.retract_unknown,
+                "rekeyed": MetadataValue.json(built.rekeyed),
                 "contract_rejects": fact_rejects.height,
                 # `rejects` above counts this step's triples; this is the tenant's whole
                 # quarantine (landing, extraction and validation), errors only.
@@ -206,6 +219,7 @@ def validated_facts(
     yield Output(entities_out, output_name=Asset.ENTITIES)
     yield Output(quarantine_out, output_name=Asset.QUARANTINE)
     yield Output(merges_out, output_name=Asset.FACT_MERGES)
+    yield Output(retractions_out, output_name=Asset.RETRACTIONS)
     yield contract_check("fact_contract", Asset.VALIDATED_FACTS, FactContract, facts_out)
     yield contract_check("entity_contract", Asset.ENTITIES, EntityContract, entities_out)
     yield AssetCheckResult(

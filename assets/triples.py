@@ -95,6 +95,11 @@ class ExtractConfig(Config):
             io_manager_key="tables",
             description="Which turns were extracted, by which model, with how many triples.",
         ),
+        Asset.RETRACTION_REQUESTS: AssetOut(
+            io_manager_key="tables",
+            description="The items of retract_facts turns: which fact, triple or entity to "
+            "take out of memory, when, who asked and why (applied by validated_facts).",
+        ),
     },
     deps=[AssetKey(Asset.EXTRACTION_MODEL)],
     partitions_def=scope_partitions,
@@ -125,6 +130,7 @@ def extracted_triples(
     triples_out: dict[str, pl.DataFrame] = {}
     rejects_out: dict[str, pl.DataFrame] = {}
     log_out: dict[str, pl.DataFrame] = {}
+    requests_out: dict[str, pl.DataFrame] = {}
     awaiting: dict[str, int] = {}
     try:
         for scope in run_scopes(context):
@@ -137,6 +143,7 @@ def extracted_triples(
                 stored_table(storage, Asset.EXTRACTED_TRIPLES, scope),
                 stored_table(storage, Asset.EXTRACTION_REJECTS, scope),
                 stored_table(storage, Asset.EXTRACTION_LOG, scope),
+                stored_table(storage, Asset.RETRACTION_REQUESTS, scope),
             )
             done = extract_tenant(
                 scope,
@@ -152,6 +159,7 @@ def extracted_triples(
             triples_out[scope.key] = tables.triples
             rejects_out[scope.key] = tables.rejects
             log_out[scope.key] = tables.log
+            requests_out[scope.key] = tables.requests
             waiting = tables.log.filter(pl.col("model") == "none").height
             if waiting:
                 awaiting[scope.key] = waiting
@@ -169,6 +177,7 @@ def extracted_triples(
                     "rows_out": tables.triples.height,
                     "new_triples": report.triples.height,
                     "explicit_turns": report.explicit_turns,
+                    "retract_turns": report.retract_turns,
                     "text_turns": report.text_turns,
                     "awaiting_extraction": waiting,
                     "model": identity,
@@ -196,6 +205,18 @@ def extracted_triples(
                 scope,
                 {"rows_out": tables.log.height, "model": identity},
             )
+            tenant_metadata(
+                context,
+                Asset.RETRACTION_REQUESTS,
+                scope,
+                {
+                    "rows_out": tables.requests.height,
+                    "new_requests": report.requests.height,
+                    "preview": preview(
+                        report.requests, ["kind", "fact_id", "subject", "entity", "ts", "by"]
+                    ),
+                },
+            )
     finally:
         if provider is not None:
             provider.close()
@@ -203,6 +224,7 @@ def extracted_triples(
     yield Output(triples_out, output_name=Asset.EXTRACTED_TRIPLES)
     yield Output(rejects_out, output_name=Asset.EXTRACTION_REJECTS)
     yield Output(log_out, output_name=Asset.EXTRACTION_LOG)
+    yield Output(requests_out, output_name=Asset.RETRACTION_REQUESTS)
     yield AssetCheckResult(
         check_name="nothing_awaiting_extraction",
         asset_key=Asset.EXTRACTED_TRIPLES,

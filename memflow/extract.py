@@ -7,6 +7,8 @@ kept with a change, e.g. an unreadable valid_from; counted in `warnings_by_reaso
 Explicit triples come from the agents' `upsert_graph_triples` tool calls. Text turns (user and
 assistant turns with content and no tool call) go to the configured extraction provider; with no
 provider they are kept in `raw_turns` and counted as awaiting extraction, never dropped.
+A `retract_facts` turn is neither: its items become retraction requests
+(`memflow.retractions`), never sent to a model, never read as triples.
 """
 
 from __future__ import annotations
@@ -15,16 +17,18 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import polars as pl
 
-from memflow.landing import UPSERT_TOOL
+from memflow.landing import RETRACT_TOOL, UPSERT_TOOL
+from memflow.rekey import rekey_log, rekey_turn_keys
+from memflow.retractions import is_retraction, requests_frame, requests_from_turn
 from resources.models.base import ExtractionProvider, ModelError, TurnText
 from schemas import ids, rules
 from schemas.scope import Scope
-from schemas.tables import EXTRACTION_LOG, QUARANTINE, TRIPLES, conform, empty
+from schemas.tables import EXTRACTION_LOG, QUARANTINE, RETRACTION_REQUESTS, TRIPLES, conform, empty
 from schemas.triples import (
     TurnContext,
     items_to_triples,
@@ -38,8 +42,10 @@ from schemas.triples import (
 class ExtractionReport:
     triples: pl.DataFrame
     rejects: pl.DataFrame
+    requests: pl.DataFrame = field(default_factory=lambda: requests_frame([]))
     turns: int = 0
     explicit_turns: int = 0
+    retract_turns: int = 0
     text_turns: int = 0
     awaiting_extraction: int = 0
     model_calls: int = 0
@@ -86,10 +92,17 @@ def extract_day(
     report.turns = len(records)
 
     text: list[dict] = []
+    requests: list[dict] = []
     for row in records:
         if row["tenant_id"] != scope.tenant_id or row["ns"] != scope.ns:
             raise ValueError(f"a turn of {row['tenant_id']}/{row['ns']} reached {scope}")
-        if row.get("tool_name") == UPSERT_TOOL and row.get("tool_triples") is not None:
+        if is_retraction(row.get("tool_name")):
+            report.retract_turns += 1
+            ctx = _ctx(row, model="explicit", source="explicit")
+            got, bad = requests_from_turn(row.get("tool_retract"), ctx)
+            requests += got
+            rejects += bad
+        elif row.get("tool_name") == UPSERT_TOOL and row.get("tool_triples") is not None:
             report.explicit_turns += 1
             items = json.loads(row["tool_triples"])
             got, bad = items_to_triples(items, _ctx(row, model="explicit", source="explicit"))
@@ -138,6 +151,7 @@ def extract_day(
                 rejects += bad
     report.triples = triples_frame(rows)
     report.rejects = rejects_frame(rejects)
+    report.requests = requests_frame(requests)
     severity = report.rejects["severity"]
     errors = report.rejects.filter(severity == rules.SEVERITY_ERROR)["reason"].to_list()
     warnings = report.rejects.filter(severity == rules.SEVERITY_WARNING)["reason"].to_list()
@@ -160,6 +174,7 @@ class ExtractionTables:
     triples: pl.DataFrame  # TRIPLES
     rejects: pl.DataFrame  # QUARANTINE (stage extraction)
     log: pl.DataFrame  # EXTRACTION_LOG
+    requests: pl.DataFrame = field(default_factory=lambda: requests_frame([]))
 
     @classmethod
     def of(
@@ -167,11 +182,17 @@ class ExtractionTables:
         triples: pl.DataFrame | None,
         rejects: pl.DataFrame | None,
         log: pl.DataFrame | None,
+        requests: pl.DataFrame | None = None,
     ) -> ExtractionTables:
         def typed(df: pl.DataFrame | None, columns: dict) -> pl.DataFrame:
             return conform(df, columns) if df is not None else empty(columns)
 
-        return cls(typed(triples, TRIPLES), typed(rejects, QUARANTINE), typed(log, EXTRACTION_LOG))
+        return cls(
+            typed(triples, TRIPLES),
+            typed(rejects, QUARANTINE),
+            typed(log, EXTRACTION_LOG),
+            typed(requests, RETRACTION_REQUESTS),
+        )
 
 
 @dataclass
@@ -214,10 +235,12 @@ def extract_tenant(
     Explicit (tool-call) triples depend on no model. Triples of turns that left raw_turns go.
     """
     now = now or datetime.now(UTC)
+    turns, moved = rekey_turn_keys(turns)  # keys of the \x1f join (memflow.rekey)
+    previous = replace(previous, log=rekey_log(previous.log, moved))
     keys = turns.select("turn_key", "day", "role", "tool_name", turn_fingerprint())
     log = previous.log.join(keys.select("turn_key"), on="turn_key", how="semi")
     dropped = previous.log.height - log.height
-    is_text = ~(pl.col("tool_name").fill_null("") == UPSERT_TOOL)
+    is_text = ~pl.col("tool_name").fill_null("").is_in([UPSERT_TOOL, RETRACT_TOOL])
     joined = keys.join(
         log.select("turn_key", "model", pl.col("turn_sha256").alias("logged_sha256")),
         on="turn_key",
@@ -257,6 +280,7 @@ def extract_tenant(
     tables = ExtractionTables(
         triples=pl.concat([keep(previous.triples), new_triples]).sort("day", "triple_id"),
         rejects=pl.concat([keep(previous.rejects), new_rejects]),
+        requests=pl.concat([keep(previous.requests), report.requests]).sort("ts", "request_id"),
         log=pl.concat(
             [log.join(todo_keys, on="turn_key", how="anti"), conform(log_rows, EXTRACTION_LOG)]
         ).sort("day", "turn_key"),
@@ -299,14 +323,15 @@ def extraction_log_rows(
     text_model: str,
     now: datetime,
 ) -> pl.DataFrame:
-    """The extraction log's rows for `turns`: tool calls saving triples are `explicit`, every
-    other turn was handled by `text_model`, with the triples and rejects each turn gave."""
+    """The extraction log's rows for `turns`: tool calls saving triples or retracting facts are
+    `explicit`, every other turn was handled by `text_model`, with the triples and rejects
+    each turn gave."""
     return turns.select(
         "turn_key",
         "tenant_id",
         "ns",
         "day",
-        pl.when(pl.col("tool_name").fill_null("") == UPSERT_TOOL)
+        pl.when(pl.col("tool_name").fill_null("").is_in([UPSERT_TOOL, RETRACT_TOOL]))
         .then(pl.lit("explicit"))
         .otherwise(pl.lit(text_model))
         .alias("model"),

@@ -44,11 +44,13 @@ from datetime import datetime
 
 import polars as pl
 
+from memflow.rekey import needs_rekey, rekey_facts, remap_supersedes
+from memflow.retractions import ITEM_COLUMNS, apply_retractions, plan_generations, reopen
 from schemas import ids, rules
 from schemas.redaction import redact
 from schemas.rules import MAX_RECORD_CHARS, Reason
 from schemas.scope import Scope
-from schemas.tables import ENTITIES, FACT_MERGES, FACTS, QUARANTINE, SOURCE, conform
+from schemas.tables import ENTITIES, FACT_MERGES, FACTS, QUARANTINE, RETRACTIONS, SOURCE, conform
 from schemas.triples import triage
 
 
@@ -68,6 +70,12 @@ class FactsBuild:
     warnings: int = 0  # quarantine rows of severity warning (their facts were stored)
     rejects_by_reason: dict[str, int] = field(default_factory=dict)  # errors, by triple
     warnings_by_reason: dict[str, int] = field(default_factory=dict)
+    # Stored rows re-resolved because the resolution rule changed (`memflow.rekey`).
+    rekeyed: dict[str, int] = field(default_factory=dict)
+    # Closures made by the tenant's retraction requests (`memflow.retractions`).
+    retractions: pl.DataFrame = field(default_factory=lambda: conform(pl.DataFrame(), RETRACTIONS))
+    retracted: int = 0  # facts closed by a retraction
+    retract_unknown: int = 0  # requests that closed nothing (quarantined)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -91,12 +99,15 @@ def _reject_rows(
     rows: list[dict],
     reason_of: str | None = None,
     severity: str = rules.SEVERITY_ERROR,
+    record_keys: tuple[str, ...] = ("subject", "predicate", "object", "confidence"),
 ) -> list[dict]:
+    """Quarantine rows of the validation stage; a row's own `detail` (redacted) wins over the
+    reason's, and its triple or request id makes the reject id."""
     out = []
     for row in rows:
         reason = reason_of or row["reason"]
         record = json.dumps(
-            {k: row.get(k) for k in ("subject", "predicate", "object", "confidence")},
+            {k: row.get(k) for k in record_keys},
             default=str,
             sort_keys=True,
         )
@@ -109,13 +120,13 @@ def _reject_rows(
                     scope.ns,
                     "validation",
                     reason,
-                    row.get("triple_id") or record,
+                    row.get("triple_id") or row.get("request_id") or record,
                 ),
                 "tenant_id": scope.tenant_id,
                 "ns": scope.ns,
                 "stage": "validation",
                 "reason": reason,
-                "detail": _detail(reason),
+                "detail": redact(row["detail"]) if row.get("detail") else _detail(reason),
                 "source_file": None,
                 "line_no": None,
                 "session_id": row.get("session_id"),
@@ -143,6 +154,7 @@ def build_facts(
     triples: pl.DataFrame,
     previous_facts: pl.DataFrame | None = None,
     previous_entities: pl.DataFrame | None = None,
+    requests: pl.DataFrame | None = None,
 ) -> FactsBuild:
     prev_f = (
         conform(previous_facts, FACTS)
@@ -168,6 +180,13 @@ def build_facts(
     good = good.sort("valid_from", "stated_at", "triple_id")
     names = pl.concat([good["subject"], good["object"]]).unique().to_list()
     key_of = {n: ids.norm_key(n) for n in names}
+
+    def key(name: str) -> str:
+        found = key_of.get(name)
+        if found is None:
+            found = key_of[name] = ids.norm_key(name)
+        return found
+
     good = good.with_columns(
         pl.col("subject").replace_strict(key_of, return_dtype=pl.String).alias("_skey"),
         pl.col("object").replace_strict(key_of, return_dtype=pl.String).alias("_okey"),
@@ -181,13 +200,29 @@ def build_facts(
         ids.fact_id(scope.tenant_id, scope.ns, s, p, o)
         for s, p, o in good.select("subject_id", "predicate", "object_id").iter_rows()
     ]
-    good = good.with_columns(pl.Series("fact_id", fact_ids, dtype=pl.String)).with_columns(
-        pl.int_range(pl.len()).over("fact_id").alias("_rank")
-    )
+    good = good.with_columns(pl.Series("fact_id", fact_ids, dtype=pl.String))
+    rekeyed = None
+    if needs_rekey(prev_e, key):  # stored under an earlier resolution rule (memflow.rekey)
+        rekeyed = rekey_facts(
+            scope,
+            prev_f,
+            prev_e,
+            key,
+            _stating(_stated_turns(good)),
+            set(triples.select("session_id", "turn_id").unique().rows()),
+            _request_ids(requests),
+        )
+        prev_f, prev_e = rekeyed.facts, rekeyed.entities
+        good = remap_supersedes(good, rekeyed.fact_ids)
+    # Retractions split a fact's statements: those made after one belong to a reopened fact.
+    plan = plan_generations(scope, good, prev_f, requests, key)
+    if plan.generations:
+        good = reopen(good, plan).sort("valid_from", "stated_at", "triple_id")
+    good = good.with_columns(pl.int_range(pl.len()).over("fact_id").alias("_rank"))
+    stated = _stated_turns(good)
 
     # One fact per id: the first statement (oldest) carries provenance; best confidence wins;
     # every stating turn, in statement order, is a source.
-    stated = _stated_turns(good)
     firsts = (
         good.group_by("fact_id", maintain_order=True)
         .agg(pl.all().first(), pl.col("confidence").max().alias("_best"))
@@ -236,11 +271,6 @@ def build_facts(
             | ((pl.col("_rank") > 0) & ~pl.col("fact_id").is_in(list(capped)))
         )
         & ~pl.col("triple_id").is_in(list(stored_sources))
-    ).with_columns(
-        pl.when(pl.col("fact_id").is_in(list(stored_ids)))
-        .then(pl.lit("stored"))
-        .otherwise(pl.lit("batch"))
-        .alias("into")
     )
 
     new = (
@@ -255,6 +285,11 @@ def build_facts(
     for reason, row in link_problems:
         # The fact is stored without the link: a warning, not a reject.
         reject_rows.extend(_reject_rows(scope, [row], reason, rules.SEVERITY_WARNING))
+    applied = apply_retractions(facts, plan, requests)
+    facts = applied.facts
+    reject_rows.extend(
+        _reject_rows(scope, applied.unknown, Reason.RETRACT_UNKNOWN, record_keys=ITEM_COLUMNS)
+    )
 
     entities = _entities(scope, good, prev_e, facts)
     rejects = conform(
@@ -279,6 +314,16 @@ def build_facts(
         warnings=sum(warnings.values()),
         rejects_by_reason=dict(rejected),
         warnings_by_reason=dict(warnings),
+        retractions=applied.retractions,
+        retracted=applied.closed,
+        retract_unknown=len(applied.unknown),
+        rekeyed={}
+        if rekeyed is None
+        else {
+            "facts": rekeyed.facts_rekeyed,
+            "facts_joined": rekeyed.facts_joined,
+            "entities": rekeyed.entities_rekeyed,
+        },
     )
 
 
@@ -291,6 +336,17 @@ def _stated_turns(good: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("_turn").unique(maintain_order=True).head(rules.MAX_FACT_SOURCES))
         .select("fact_id", pl.col("_turn").cast(pl.List(SOURCE)).alias("sources"))
     )
+
+
+def _request_ids(requests: pl.DataFrame | None) -> list[str]:
+    return [] if requests is None or requests.is_empty() else requests["request_id"].to_list()
+
+
+def _stating(stated: pl.DataFrame) -> dict[str, set[tuple[str, str]]]:
+    return {
+        fact_id: {(t["session_id"], t["turn_id"]) for t in turns}
+        for fact_id, turns in stated.iter_rows()
+    }
 
 
 def _extend_sources(stored: pl.DataFrame, stated: pl.DataFrame) -> pl.DataFrame:

@@ -23,6 +23,8 @@ from pathlib import Path
 import polars as pl
 
 from memflow import landing
+from memflow.rekey import rekey_turn_keys, stale_duplicate_files
+from memflow.retractions import retract_payload
 from schemas import ids
 from schemas.redaction import redact, redact_json, redact_with_count
 from schemas.rules import Reason, TimeWindow
@@ -69,7 +71,13 @@ class TurnTables:
         def typed(df: pl.DataFrame | None, columns: dict) -> pl.DataFrame:
             return conform(df, columns) if df is not None else empty(columns)
 
-        return cls(typed(turns, RAW_TURNS), typed(rejects, QUARANTINE), typed(files, LANDING_FILES))
+        # Turn keys of ids holding \x1f or \x1e, written before the injective id encoding,
+        # move over (memflow.rekey); every other key is what it was.
+        stored, _ = rekey_turn_keys(typed(turns, RAW_TURNS))
+        held, index = typed(rejects, QUARANTINE), typed(files, LANDING_FILES)
+        if reread := stale_duplicate_files(stored, held):
+            index = index.filter(~pl.col("source_file").is_in(sorted(reread)))
+        return cls(stored, held, index)
 
 
 @dataclass
@@ -201,6 +209,7 @@ def _redacted_turns(turns: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     for row in turns.sort("ts", "source_file", "line_no").to_dicts():
         content, n = redact_with_count(row.get("content") or "")
         tool_triples, n_tool = _tool_payload(row.get("tool_name"), row.get("tool_input_json"))
+        tool_retract, _ = retract_payload(row.get("tool_name"), row.get("tool_input_json"))
         redactions += n + n_tool
         rows.append(
             {
@@ -208,6 +217,7 @@ def _redacted_turns(turns: pl.DataFrame) -> tuple[pl.DataFrame, int]:
                 "content": content,
                 "content_sha256": ids.sha256_text(content),
                 "tool_triples": tool_triples,
+                "tool_retract": tool_retract,
                 "redactions": n + n_tool,
             }
         )

@@ -133,6 +133,15 @@ class ScopeIndex:
         t = to_us(as_of)
         return (self.fact_valid_from <= t) & (t < self.fact_valid_to)
 
+    def unknown_at(self, valid: np.ndarray) -> np.ndarray:
+        """Entity rows with facts none of which is valid (`valid_at`): forgotten, retracted or
+        wholly superseded by then, or not stated yet. Recall enters through none of them (README
+        "Retracting and forgetting"); an entity without any fact is left alone."""
+        n = len(self.entity_ids)
+        live = np.bincount(self.fact_subject[valid], minlength=n)
+        live += np.bincount(self.fact_object[valid], minlength=n)
+        return (self.entity_degree > 0) & (live == 0)
+
     def neighbourhood(self, seeds: Sequence[str], hops: int, valid: np.ndarray) -> np.ndarray:
         """Hop per fact row (0 = not reached, 1 or 2) from the seeds, through valid facts only."""
         hop = np.zeros(len(self.facts), dtype=np.int8)

@@ -182,13 +182,18 @@ class BM25Index:
             return base
         return (base + weight * top * extra / peak).astype(np.float32)
 
-    def top(self, tokens: Sequence[str], n: int) -> list[tuple[int, float, int]]:
-        """Up to `n` (doc index, score, rank) with score > 0, best first.
+    def top(
+        self, tokens: Sequence[str], n: int, *, exclude: np.ndarray | None = None
+    ) -> list[tuple[int, float, int]]:
+        """Up to `n` (doc index, score, rank) with score > 0, best first; docs whose index is
+        True in `exclude` (a boolean mask at least as long as the index) are never listed.
 
         Equal scores share a rank ("1224" competition ranking), so fusion never rewards an
         arbitrary order among ties; within a tie the order is by doc index.
         """
         scores = self.scores(tokens)
+        if exclude is not None and scores.size:
+            scores = np.where(exclude[: scores.size], 0.0, scores)
         hits = np.flatnonzero(scores > 0)
         if hits.size == 0:
             return []

@@ -231,8 +231,10 @@ class RecallService:
         index = self.indexes.get(scope)
         semantic_only = ranking == "semantic"
         tokens = [] if semantic_only else query_tokens(text)
-        names = [] if semantic_only else self._name_leg(index, tokens)
         valid = index.valid_at(when)
+        # Entry entities are those known at `as_of`: a forgotten entity is no way in.
+        unknown = index.unknown_at(valid)
+        names = [] if semantic_only else self._name_leg(index, tokens, unknown)
         fact_seed = index.fact_bm25.scores(tokens)
         # Feedback learns from facts valid at `as_of` only: a superseded fact's words must not
         # steer the ranking of the current ones.
@@ -247,7 +249,7 @@ class RecallService:
 
         legs = self._vector_legs(scope, index, text, ranking, clock)
         warnings.extend(legs.warnings)
-        fused = self._fuse(names, legs.hits, k_entities)
+        fused = self._fuse(names, legs.hits, k_entities, index, unknown)
         clock.lap("fuse")
 
         hops_of = index.neighbourhood([f.item for f in fused], hops, valid)
@@ -341,13 +343,24 @@ class RecallService:
         ordered = [s for i in outcome.order for s in units[i]]
         return [*ordered, *selected[len(head) :]], note
 
-    def _name_leg(self, index: ScopeIndex, tokens: Sequence[str]) -> list[Ranked]:
-        hits = index.entity_bm25.top(tokens, self.config.fuse_depth)
+    def _name_leg(
+        self, index: ScopeIndex, tokens: Sequence[str], unknown: np.ndarray
+    ) -> list[Ranked]:
+        hits = index.entity_bm25.top(tokens, self.config.fuse_depth, exclude=unknown)
         return [(index.entity_ids[row], rank) for row, _, rank in hits]
 
-    def _fuse(self, names: Sequence[Ranked], hits: Sequence[VectorHit], limit: int) -> list[Fused]:
+    def _fuse(
+        self,
+        names: Sequence[Ranked],
+        hits: Sequence[VectorHit],
+        limit: int,
+        index: ScopeIndex,
+        unknown: np.ndarray,
+    ) -> list[Fused]:
         depth = self.config.fuse_depth
-        vector = positions([h.entity_id for h in hits[:depth]])
+        rows = index.entity_row
+        kept = [h.entity_id for h in hits if not unknown[rows[h.entity_id]]]
+        vector = positions(kept[:depth])
         return rrf({NAME_LEG: names, VECTOR_LEG: vector}, k=self.config.rrf_k, limit=limit)
 
     def _vector_legs(
@@ -434,9 +447,10 @@ class RecallService:
         warnings: list[RecallWarning] = []
         text = _clip(q, warnings)
         index = self.indexes.get(scope)
-        names = [] if ranking == "semantic" else self._name_leg(index, query_tokens(text))
+        unknown = index.unknown_at(index.valid_at(datetime.now(UTC)))
+        names = [] if ranking == "semantic" else self._name_leg(index, query_tokens(text), unknown)
         legs = self._vector_legs(scope, index, text, ranking, _Clock())
-        fused = self._fuse(names, legs.hits, limit)
+        fused = self._fuse(names, legs.hits, limit, index, unknown)
         matches = []
         for f in fused:
             e = index.entities[index.entity_row[f.item]]

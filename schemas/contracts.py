@@ -64,6 +64,7 @@ class TurnContract(_Scoped):
     content: str = pa.Field(nullable=True)
     content_sha256: str = pa.Field(nullable=False)
     tool_triples: str = pa.Field(nullable=True)
+    tool_retract: str = pa.Field(nullable=True)
 
     @_check("content", name="redacted")
     @classmethod
@@ -73,6 +74,11 @@ class TurnContract(_Scoped):
     @_check("tool_triples", name="redacted")
     @classmethod
     def tool_triples_redacted(cls, data: PolarsData) -> pl.LazyFrame:
+        return _no_secrets(data)
+
+    @_check("tool_retract", name="redacted")
+    @classmethod
+    def tool_retract_redacted(cls, data: PolarsData) -> pl.LazyFrame:
         return _no_secrets(data)
 
 

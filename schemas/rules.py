@@ -22,6 +22,9 @@ EXPLICIT_CONFIDENCE = 1.0
 # A fact keeps the turns that stated it (`sources`), first statement first, up to this many:
 # a fact restated more often keeps its first ones (the list only grows, so it settles).
 MAX_FACT_SOURCES = 32
+# A retraction's reason and requester are kept (redacted) up to these many characters.
+MAX_RETRACT_REASON_CHARS = 500
+MAX_RETRACT_BY_CHARS = 200
 
 PREDICATE_PATTERN = r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$"
 # An org or repo name. Python checks it with `fullmatch` (its `$` would accept a trailing
@@ -69,6 +72,8 @@ class Reason:
     TS_BEFORE_HISTORY_START = "ts_before_history_start"
     TS_IN_FUTURE = "ts_in_future"
     DUPLICATE_TURN = "duplicate_turn"
+    BAD_RETRACTION = "bad_retraction"  # a retract_facts item memflow cannot read
+    RETRACT_UNKNOWN = "retract_unknown"  # a retraction that matched no open fact
     # A Parquet row whose values, decoded, take more than a JSONL line may (`MAX_LINE_BYTES`).
     ROW_TOO_LARGE = "row_too_large"
     # A Parquet file past the reader's bounds (size on disk, rows, decoded size): one record.
@@ -209,10 +214,11 @@ def parse_date_or_datetime(value: object) -> datetime | None:
             parsed = datetime.fromisoformat(text.upper())
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
+        # An instant outside years 1-9999 in UTC ("0001-01-01T00:00+14:00") cannot be held:
+        # the conversion overflows. Every other one is a date, the range's ends included
+        # (review L7: 0001-01-01 and 9999-12-31T23:59:59Z were "not a date").
         parsed = parsed.astimezone(UTC)
     except (ValueError, OverflowError):
-        return None
-    if not MIN_EPOCH_US <= (parsed - EPOCH) // _US <= MAX_EPOCH_US:
         return None
     return parsed
 

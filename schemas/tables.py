@@ -25,6 +25,8 @@ class Asset:
     ENTITIES: Final = "entities"
     QUARANTINE: Final = "quarantine"
     FACT_MERGES: Final = "fact_merges"
+    RETRACTION_REQUESTS: Final = "retraction_requests"
+    RETRACTIONS: Final = "retractions"
     ENTITY_EMBEDDINGS: Final = "entity_embeddings"
     FACT_EMBEDDINGS: Final = "fact_embeddings"
     LANDING_PROBLEMS: Final = "landing_problems"
@@ -52,6 +54,9 @@ RAW_TURNS: dict[str, pl.DataType] = {
     # redacted JSON: an upsert's tool_input.triples array, a retract_facts turn's
     # {"retract": [...], "reason"?, "by"?}; null for any other turn
     "tool_triples": pl.String(),
+    # A retract_facts call's input, redacted JSON {"retract": [...], "reason", "by"} (only what
+    # memflow applies; `memflow.retractions`), or null. Null in tables written before it.
+    "tool_retract": pl.String(),
     "redactions": pl.Int32(),  # how many secrets were removed from this turn
     "source_file": pl.String(),  # relative to the landing zone
     "line_no": pl.Int64(),
@@ -186,8 +191,11 @@ LANDING_PROBLEMS: dict[str, pl.DataType] = {
 }
 
 # Provenance of triples merged into a fact rather than stored as one: a triple that repeats
-# the (subject, predicate, object) of a stored fact, or of a fact another triple of the same
-# batch created. Counted as `merged` by `memflow.facts.build_facts`.
+# the (subject, predicate, object) of a fact whose first statement is another triple. Counted
+# as `merged` by `memflow.facts.build_facts`. A function of the triples and the stored facts'
+# first statements only, so a rerun, or a kill -9 and a rerun, writes the same rows (before
+# issue 16 an `into` column said whether the fact was stored by an earlier run, which a rerun
+# changed from "batch" to "stored").
 FACT_MERGES: dict[str, pl.DataType] = {
     "fact_id": pl.String(),  # the fact the triple was merged into
     "triple_id": pl.String(),
@@ -203,7 +211,50 @@ FACT_MERGES: dict[str, pl.DataType] = {
     "client": pl.String(),
     "model": pl.String(),
     "source": pl.String(),
-    "into": pl.String(),  # stored (a fact of an earlier run) | batch (a fact of this run)
+}
+
+# One item of a retract_facts turn (`memflow.retractions`), as the extraction stage read it:
+# what to take out of memory, when (the turn's time), who asked and why. Applied by the facts
+# stage on every run, so a fact that arrives late is still retracted, as a clean run would.
+RETRACTION_REQUESTS: dict[str, pl.DataType] = {
+    "request_id": pl.String(),  # stable: scope, session, turn, item index
+    "tenant_id": pl.String(),
+    "ns": pl.String(),
+    "day": pl.String(),
+    "session_id": pl.String(),  # the retract turn
+    "turn_id": pl.String(),
+    "ts": UTC_TS,  # when the retraction takes effect: the turn's time
+    "item": pl.Int64(),  # index in tool_input.retract
+    "kind": pl.String(),  # fact_id | triple | entity
+    "fact_id": pl.String(),  # kind fact_id
+    "subject": pl.String(),  # kind triple (names redacted, predicate normalised)
+    "predicate": pl.String(),
+    "object": pl.String(),
+    "entity": pl.String(),  # kind entity: a name or an entity id
+    "reason": pl.String(),  # redacted, clipped
+    "by": pl.String(),  # the principal or client that asked, redacted
+    "client": pl.String(),
+}
+
+# What the retractions did: one row per fact a request closed (valid_to = the request's time),
+# with who asked, when, why and from which turn. A request that closed nothing is a quarantine
+# row (`retract_unknown`) instead.
+RETRACTIONS: dict[str, pl.DataType] = {
+    "request_id": pl.String(),
+    "tenant_id": pl.String(),
+    "ns": pl.String(),
+    "fact_id": pl.String(),  # the fact closed
+    "subject": pl.String(),
+    "predicate": pl.String(),
+    "object": pl.String(),
+    "kind": pl.String(),  # fact_id | triple | entity (a forget)
+    "entity_id": pl.String(),  # kind entity: the entity forgotten
+    "retracted_at": UTC_TS,
+    "by": pl.String(),
+    "reason": pl.String(),
+    "session_id": pl.String(),  # the retract turn
+    "turn_id": pl.String(),
+    "client": pl.String(),
 }
 
 # Values a column takes when a table lacks it (written by an older version) or holds null.
@@ -243,6 +294,8 @@ TABLES: dict[str, dict[str, pl.DataType]] = {
     Asset.ENTITIES: ENTITIES,
     Asset.QUARANTINE: QUARANTINE,
     Asset.FACT_MERGES: FACT_MERGES,
+    Asset.RETRACTION_REQUESTS: RETRACTION_REQUESTS,
+    Asset.RETRACTIONS: RETRACTIONS,
     Asset.ENTITY_EMBEDDINGS: EMBEDDINGS,
     Asset.FACT_EMBEDDINGS: FACT_EMBEDDINGS,
 }

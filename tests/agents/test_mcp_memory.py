@@ -25,7 +25,7 @@ from recall.mcp import McpSettings, http_app, memflow_version
 from recall.ports import EraseReport, IngestRequest
 from recall.service import RecallService
 from resources.graph.sqlite import SqliteGraphStore
-from resources.vector.milvus import MilvusVectorStore
+from resources.vector.local import LocalVectorStore
 from schemas.redaction import contains_secret
 from schemas.scope import Scope
 from tests.agents.conftest import PATIENT_TIMEOUT_S, PYTHON, ROOT, Memory, serve_in_thread
@@ -308,7 +308,7 @@ def semantic_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     """An API that answers in hybrid mode: a graph, a vector store and an embedder."""
     root = tmp_path_factory.mktemp("semantic-api")
     graph = SqliteGraphStore(root / "graph.sqlite")
-    vectors = MilvusVectorStore(str(root / "vectors.db"))
+    vectors = LocalVectorStore(root / "vectors")
     embedder = TrigramEmbedder()
     load_tenant(graph, vectors, embedder, "acme/payments")
     keys_file = root / "api-keys.json"

@@ -574,6 +574,34 @@ def test_a_new_source_resyncs_the_fact_and_nothing_else(
         assert {f.sources for f in graph_store.facts(scope)} == {()}
 
 
+def test_a_closure_in_the_table_resyncs_the_fact_and_as_of_sees_each_side(
+    graph_store: GraphStore, new_scope: Scopes
+) -> None:
+    """A retraction closes a stored fact (valid_to set where it was open, or moved earlier):
+    the sink rewrites that fact only, and expansion as of before the closure still finds it
+    while as of the closure and after does not (issue 17 item 3, every backend)."""
+    scope = new_scope()
+    entities, facts = tables(scope)
+    sync_graph(graph_store, scope, entities, facts)
+    closed_at = T1 + timedelta(days=30)
+    retracted = facts.with_columns(
+        pl.when(pl.col("fact_id").is_in(["f2", "f0"]))
+        .then(pl.lit(closed_at, dtype=pl.Datetime("us", "UTC")))
+        .otherwise(pl.col("valid_to"))
+        .alias("valid_to")
+    )
+    ok, details = graph_equals_table(graph_store, scope, entities, retracted)
+    assert not ok and details["sample"] == {"changed_facts": ["f0", "f2"]}
+    report = sync_graph(graph_store, scope, entities, retracted)
+    assert (report.facts_written, report.entities_written, report.unchanged) == (2, 0, 9)
+    assert graph_equals_table(graph_store, scope, entities, retracted)[0]
+    before = expanded_ids(graph_store, scope, ["e2"], as_of=closed_at - US)
+    after = expanded_ids(graph_store, scope, ["e2"], as_of=closed_at)
+    assert "f2" in before and "f2" not in after
+    assert "f1" in before and "f1" in after  # e1 -> e2, still open
+    assert not sync_graph(graph_store, scope, entities, retracted).changed
+
+
 def _as_written_before_sources(store: GraphStore, scope: Scope) -> None:
     """Make the scope's facts look written by a version that kept no `sources`: the SQLite
     column or the Gremlin property is gone, and row hashes are an older version's."""

@@ -50,6 +50,8 @@ COMPARED = [
     "entities",
     "quarantine",
     "fact_merges",
+    "retraction_requests",
+    "retractions",
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +23,8 @@ from resources.vector.factory import open_vector_store
 from resources.vector.ledger import EmbeddingLedger, vector_table
 from resources.vector.sync import vectors_equal_table
 from schemas.scope import Scope
-from tests.pipeline.landing_fixtures import save, write_jsonl
+from tests.pipeline.conftest import FACTS, INGEST
+from tests.pipeline.landing_fixtures import save, turn, write_jsonl
 from tests.support.embeddings_server import EmbeddingsServer, Fault
 from tests.support.gremlin import DedicatedJanusGraph
 from tests.support.leftovers import assert_no_process_left
@@ -42,6 +44,8 @@ NOTHING: Callable[[], None] = _nothing
 SCOPE = Scope("acme", "big")
 DAY = "2026-11-02"
 FACTS_TOTAL = 3000
+FACTS_STAGE = tuple(FACTS)  # the multi-assets of the facts and ingest stages, whole
+INGEST_STAGE = tuple(INGEST)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -61,19 +65,8 @@ def world(tmp_path_factory: pytest.TempPathFactory):
     ]
     write_jsonl(landing, "acme", "big", "inventory.jsonl", lines)
     w = {"landing": landing, "data": data, "home": home}
-    assert (
-        child(
-            w,
-            "raw_turns",
-            "turn_rejects",
-            "landing_files",
-            "extracted_triples",
-            "extraction_rejects",
-            "extraction_log",
-        ).wait(300)
-        == 0
-    )
-    assert child(w, "validated_facts", "entities", "quarantine", "fact_merges").wait(300) == 0
+    assert child(w, *INGEST_STAGE).wait(300) == 0
+    assert child(w, *FACTS_STAGE).wait(300) == 0
     yield w
     assert_no_process_left(data)
 
@@ -84,6 +77,7 @@ def child(
     embed_url: str = "",
     gremlin_url: str = "",
     milvus_uri: str = "",
+    tenant: str = SCOPE.key,
 ) -> subprocess.Popen:
     cmd = [
         sys.executable,
@@ -96,7 +90,7 @@ def child(
         "--home",
         str(w["home"]),
         "--tenant",
-        SCOPE.key,
+        tenant,
         "--select",
         *select,
     ]
@@ -152,6 +146,102 @@ def kill_when(
     also()
     kill_run(proc)
     return True
+
+
+# -- the facts stage: kill -9 between its table writes, rerun, equal a clean run ------------
+# Review L1: fact_merges said whether a merge went into a fact of an earlier run, so a rerun
+# (or a kill between the writes of validated_facts and fact_merges, then a rerun) never equalled
+# a clean run. Every table of the stage is compared here.
+
+MERGE_SCOPE = Scope("acme", "merges")
+FACTS_TABLES = {
+    "validated_facts": "fact_id",
+    "entities": "entity_id",
+    "quarantine": "reject_id",
+    "fact_merges": "triple_id",
+    "retractions": "fact_id",
+}
+
+
+@pytest.fixture(scope="session")
+def merges_upstream(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A data directory with the turns and extraction stages done for a tenant whose triples
+    repeat each other (so fact_merges has rows) and hold one retraction."""
+    base = tmp_path_factory.mktemp("faults-merges")
+    landing, data, home = base / "landing", base / "data", base / "home"
+    data.mkdir()
+    home.mkdir()
+    lines = []
+    for n in range(12):
+        triples = [
+            {"subject": f"Svc {i}" if n % 2 else f"svc-{i}", "predicate": "DEPENDS_ON",
+             "object": f"lib-{i % 300}"}
+            for i in range(n * 100, n * 100 + 250)
+        ]  # fmt: skip
+        lines.append(save("acme", "merges", "s1", str(n), f"{DAY}T10:{n:02d}:00Z", triples))
+    forget = turn("acme", "merges", "s2", "r", f"{DAY}T11:00:00Z", "tool", "")
+    forget.update(tool_name="retract_facts", tool_input={"retract": [{"entity": "lib-7"}]})
+    write_jsonl(landing, "acme", "merges", "inventory.jsonl", [*lines, forget])
+    w = {"landing": landing, "data": data, "home": home, "scope": MERGE_SCOPE.key}
+    assert child(w, *INGEST_STAGE, tenant=MERGE_SCOPE.key).wait(300) == 0
+    return w
+
+
+def _copy(upstream: dict, into: Path) -> dict:
+    shutil.copytree(upstream["data"], into / "data")
+    (into / "home").mkdir()
+    return {**upstream, "data": into / "data", "home": into / "home"}
+
+
+def _facts_tables(data: Path) -> dict[str, pl.DataFrame]:
+    store = TableStore(data)
+    out = {}
+    for asset, key in FACTS_TABLES.items():
+        df = store.read_table(asset, MERGE_SCOPE)
+        assert df is not None, asset
+        out[asset] = df.sort(key, *(["request_id"] if asset == "retractions" else []))
+    return out
+
+
+def test_kill_between_the_facts_writes_then_rerun_equals_a_clean_run(
+    merges_upstream: dict, tmp_path: Path
+) -> None:
+    clean = _copy(merges_upstream, tmp_path / "clean")
+    assert child(clean, *FACTS_STAGE, tenant=MERGE_SCOPE.key).wait(300) == 0
+    expected = _facts_tables(clean["data"])
+    assert expected["fact_merges"].height > 0 and expected["retractions"].height > 0
+
+    # a plain rerun over the same triples
+    assert child(clean, *FACTS_STAGE, tenant=MERGE_SCOPE.key).wait(300) == 0
+    for asset, df in _facts_tables(clean["data"]).items():
+        assert df.equals(expected[asset]), asset
+
+    def written(w: dict) -> Callable[[], bool]:
+        store = TableStore(w["data"])
+
+        def ready() -> bool:
+            try:
+                facts = store.read_table("validated_facts", MERGE_SCOPE)
+                merges = store.read_table("fact_merges", MERGE_SCOPE)
+            except Exception:  # a file being renamed into place
+                return False
+            return facts is not None and merges is None
+
+        return ready
+
+    for attempt in range(5):
+        killed = _copy(merges_upstream, tmp_path / f"killed-{attempt}")
+        proc = child(killed, *FACTS_STAGE, tenant=MERGE_SCOPE.key)
+        if kill_when(proc, written(killed), poll=0.005):
+            break
+    else:
+        pytest.fail("no kill landed between the facts stage's writes in 5 runs")
+    store = TableStore(killed["data"])
+    assert store.read_table("validated_facts", MERGE_SCOPE) is not None
+    assert store.read_table("fact_merges", MERGE_SCOPE) is None
+    assert child(killed, *FACTS_STAGE, tenant=MERGE_SCOPE.key).wait(300) == 0
+    for asset, df in _facts_tables(killed["data"]).items():
+        assert df.equals(expected[asset]), asset
 
 
 def test_kill_during_embedding_then_rerun_embeds_only_what_is_missing(world: dict) -> None:

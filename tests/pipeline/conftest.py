@@ -55,8 +55,9 @@ INGEST = [
     "extracted_triples",
     "extraction_rejects",
     "extraction_log",
+    "retraction_requests",
 ]
-FACTS = ["validated_facts", "entities", "quarantine", "fact_merges"]
+FACTS = ["validated_facts", "entities", "quarantine", "fact_merges", "retractions"]
 DOWNSTREAM = [*FACTS, "entity_embeddings", "fact_embeddings", "graph_sink", "vector_sink"]
 EVERYTHING = [*INGEST, *DOWNSTREAM]
 

@@ -28,6 +28,7 @@ PER_TENANT = [
     "entities",
     "quarantine",
     "fact_merges",
+    "retractions",
     "entity_embeddings",
     "fact_embeddings",
     "graph_sink",

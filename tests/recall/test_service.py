@@ -466,3 +466,42 @@ def test_subgraph_follows_the_store_and_ignores_foreign_ids(
     two = service.subgraph(acme.scope, [pg], hops=2, as_of=T0 + timedelta(days=1))
     assert {ids["pool"], ids["cache"]} <= {f.fact_id for f in two.facts}
     assert service.subgraph(acme.scope, [other.eid("MySQL")]).facts == []
+
+
+def test_an_entity_no_fact_is_valid_for_is_no_way_in_at_that_time(
+    graph: SqliteGraphStore, vectors: VectorStore, acme: Memory
+) -> None:
+    """A forgotten entity (every fact of it closed at the retraction) leaves the name and the
+    vector leg from the retraction on and is an entry entity before it; a restatement brings it
+    back (README "Retracting and forgetting")."""
+    forgot, restated = T0 + timedelta(days=10), T0 + timedelta(days=20)
+    acme.entity("Redis", types=["cache"])
+    acme.fact("payments-api", "USES_CACHE", "Redis", valid_to=forgot)
+    acme.fact("report job", "READS_FROM", "Redis", valid_to=forgot)
+    acme.fact("payments-api", "USES_DATABASE", "PostgreSQL")
+    acme.load(graph)
+    acme.embed(vectors, TableEmbedder("table-model"))
+    embedder = TableEmbedder("table-model", same={"key value store": "Redis"})
+    service = RecallService(graph, vectors, embedder)
+
+    def entries(query: str, at: datetime, ranking: str = "hybrid") -> list[str]:
+        answer = service.recall(acme.scope, query, as_of=at, ranking=ranking)  # type: ignore[arg-type]
+        return [e.name for e in answer.entities]
+
+    before = forgot - timedelta(seconds=1)
+    assert "Redis" in entries("Redis cache", before)
+    assert "Redis" in entries("key value store", before, "semantic")
+    for at in (forgot, forgot + timedelta(days=1)):
+        assert "Redis" not in entries("Redis cache", at)
+        assert "Redis" not in entries("Redis cache", at, "lexical")
+        assert "Redis" not in entries("key value store", at, "semantic")
+    # others are unaffected, and an entity is no way in before anything was said of it
+    assert entries("PostgreSQL", forgot)[0] == "PostgreSQL"
+    assert "PostgreSQL" not in entries("PostgreSQL", T0 - timedelta(days=1))
+    assert "Redis" not in [e.name for e in service.search_entities(acme.scope, "Redis").entities]
+
+    acme.fact("payments-api", "USES_CACHE", "Redis", valid_from=restated)
+    acme.load(graph)
+    assert "Redis" in entries("Redis cache", restated)
+    assert "Redis" not in entries("Redis cache", restated - timedelta(days=1))
+    assert [e.name for e in service.search_entities(acme.scope, "Redis").entities] == ["Redis"]

@@ -141,11 +141,10 @@ def test_a_repeated_fact_is_merged_with_its_spelling_and_provenance_kept() -> No
     assert built.facts.height == 2
     merges = built.merges
     assert dict(merges.schema) == FACT_MERGES
-    assert sorted(zip(merges["turn_id"], merges["into"], strict=True)) == [
-        ("t2", "stored"),
-        ("t3", "stored"),
-        ("t5", "batch"),
-    ]
+    assert sorted(merges["turn_id"]) == ["t2", "t3", "t5"]
+    # A rerun over the same triples writes the same merges (review L1: `into` changed).
+    again = build_facts(SCOPE, later, built.facts, built.entities)
+    assert again.merges.sort("triple_id").equals(merges.sort("triple_id"))
     pg = built.entities.filter(pl.col("name") == "PostgreSQL").row(0, named=True)
     assert {"postgresql", "Postgre-SQL"} <= set(pg["aliases"])
     FactContract.validate(built.facts)
@@ -191,7 +190,7 @@ def test_supersession_link_problems_are_warnings_not_rejects() -> None:
 
 # ------------------------------------------------------------------------------- properties
 
-SEPARATORS = " -_.,;:/\\'\"`()[]{}<>|!?~\t"
+SEPARATORS = " -_.,;:/\\'\"`()[]{}|!?\t"  # < > ~ carry meaning (issue 16): never separators
 _SEP_CLASS = re.escape(SEPARATORS)
 
 
@@ -203,7 +202,9 @@ def signature(name: str) -> list[str]:
 
 
 names = st.text(
-    alphabet=st.sampled_from("abcXYZ0123456789" + SEPARATORS + "+#@é１ß"), min_size=1, max_size=16
+    alphabet=st.sampled_from("abcXYZ0123456789" + SEPARATORS + "+#@é１ß<>~"),
+    min_size=1,
+    max_size=16,
 )
 
 

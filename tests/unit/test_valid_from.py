@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import polars as pl
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from memflow.extract import extract_day
@@ -45,6 +45,15 @@ def item(valid_from: object) -> dict:
         ("2023-05-08T10:15:00.123456789Z", datetime(2023, 5, 8, 10, 15, 0, 123456, tzinfo=UTC)),
         ("  2023-05-08  ", datetime(2023, 5, 8, tzinfo=UTC)),
         ("2023-W19-1", datetime(2023, 5, 8, tzinfo=UTC)),
+        # the ends of the range (review L7: "not a date")
+        ("0001-01-01", datetime(1, 1, 1, tzinfo=UTC)),
+        ("0001-01-01T00:00:00Z", datetime(1, 1, 1, tzinfo=UTC)),
+        ("0001", datetime(1, 1, 1, tzinfo=UTC)),
+        ("9999-12-31", datetime(9999, 12, 31, tzinfo=UTC)),
+        ("9999-12-31T23:59:59Z", datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)),
+        ("9999-12-31T23:59:59-00:00", datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)),
+        ("9999-12", datetime(9999, 12, 1, tzinfo=UTC)),
+        ("0001-01-01T01:00:00+01:00", datetime(1, 1, 1, tzinfo=UTC)),
     ],
 )
 def test_valid_from_as_people_write_it(text: str, expected: datetime) -> None:
@@ -183,7 +192,9 @@ def test_any_date_in_any_accepted_format_parses_to_its_instant(t: datetime, zone
         assert parse_date_or_datetime(f" {text} ") == instant, text
 
 
-@given(d=st.dates(min_value=date(1, 1, 1), max_value=date(9999, 12, 30)))
+@given(d=st.dates(min_value=date(1, 1, 1), max_value=date(9999, 12, 31)))
+@example(d=date(1, 1, 1))
+@example(d=date(9999, 12, 31))
 def test_any_iso_date_is_that_day_at_midnight_utc(d: date) -> None:
     assert parse_date_or_datetime(d.isoformat()) == datetime(d.year, d.month, d.day, tzinfo=UTC)
 
@@ -206,3 +217,42 @@ def test_garbage_never_raises_and_never_costs_the_fact(value: object) -> None:
     assert len(rows) == 1
     assert all(r["severity"] == SEVERITY_WARNING for r in rejects)
     assert rows[0]["valid_from"] == (parsed or TS) if value not in (None, "") else TS
+
+
+def test_facts_at_the_ends_of_the_range_are_stored_and_recalled(tmp_path) -> None:
+    """L7 through the facts stage, the contract and the graph store: the first and the last
+    instant a date can name are kept as written and answer an as-of query."""
+    from resources.graph.sqlite import SqliteGraphStore
+    from resources.graph.sync import graph_equals_table, sync_graph
+
+    first, last = "0001-01-01", "9999-12-31T23:59:59Z"
+    items = [
+        {
+            "subject": "calendar",
+            "predicate": "STARTS_AT",
+            "object": "year one",
+            "valid_from": first,
+        },
+        {"subject": "calendar", "predicate": "ENDS_AT", "object": "year 9999", "valid_from": last},
+    ]
+    rows, rejects = items_to_triples(items, CTX)
+    assert rejects == []
+    built = build_facts(Scope("acme", "api"), triples_frame(rows))
+    FactContract.validate(built.facts)
+    assert sorted(built.facts["valid_from"].to_list()) == [
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC),
+    ]
+    scope = Scope("acme", "api")
+    with SqliteGraphStore(tmp_path / "graph.sqlite") as store:
+        sync_graph(store, scope, built.entities, built.facts)
+        assert graph_equals_table(store, scope, built.entities, built.facts)[0]
+        seeds = built.entities.filter(pl.col("name") == "calendar")["entity_id"].to_list()
+        at = {
+            t: {e.fact.object for e in store.expand(scope, seeds, as_of=t)}
+            for t in (datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC))
+        }
+        assert at == {
+            datetime(1, 1, 1, tzinfo=UTC): {"year one"},
+            datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC): {"year one", "year 9999"},
+        }
