@@ -44,8 +44,11 @@ def sample_run(tmp_path_factory: pytest.TempPathFactory):
                 MEMFLOW_EMBEDDING_MODEL="hash-model",
                 CI="true",
             )
+            env["MEMFLOW_HOME"] = os.environ["MEMFLOW_HOME"]  # the session's, never the user's
             run = memflow(
                 "run",
+                "--landing",
+                str(ROOT / "landing-sample"),  # as `make run` names it
                 "--data",
                 str(data),
                 "--recall",
@@ -56,11 +59,13 @@ def sample_run(tmp_path_factory: pytest.TempPathFactory):
             assert run.returncode == 0, run.stderr[-3000:]
             for tenant in ("acme/payments-api", str(OVER_CAP_TENANT)):
                 outputs[f"facts {tenant}"] = memflow(
-                    "facts", "--data", str(data), "--tenant", tenant, "--json", env=env
-                )
+                    "facts", "--data", str(data), "--tenant", tenant, "--json", "--limit", "0",
+                    env=env,
+                )  # fmt: skip
                 outputs[f"rejects {tenant}"] = memflow(
-                    "rejects", "--data", str(data), "--tenant", tenant, "--json", env=env
-                )
+                    "rejects", "--data", str(data), "--tenant", tenant, "--json", "--limit", "0",
+                    env=env,
+                )  # fmt: skip
             outputs["status"] = memflow("status", "--data", str(data), "--json", env=env)
             outputs["recall"] = memflow(
                 "recall",
