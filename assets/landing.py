@@ -23,7 +23,7 @@ from schemas.tables import Asset
     description="Entries of the landing zone that were not read, with the reason and the "
     "lines they hold where they can be counted: directories whose names are not valid scopes, "
     "symlinks (never followed), special files, misplaced files, nested directories. Stored at "
-    "tables/landing_problems.parquet (the zone as a whole, not a tenant).",
+    "the Delta table tables/landing_problems/ (the zone as a whole, not a tenant).",
     group_name="ingest",
     check_specs=[
         AssetCheckSpec(
