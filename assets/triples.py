@@ -260,7 +260,7 @@ def _drop_extracted_text(storage: Storage, scope, turns: pl.DataFrame, log: pl.D
         asset_key=Asset.RAW_TURNS,
         partition=scope.key,
         description="retention 0: turn text dropped after extraction (ids and hashes kept)",
-        metadata={"turn_text_dropped": target.height, "day_files_written": written.written},
+        metadata={"turn_text_dropped": target.height, "delta_version": written.version},
     )
 
 

@@ -182,6 +182,10 @@ def derive_extraction_log(
         conform(rejects, QUARANTINE) if rejects is not None else None, scope
     )
     log = extraction_log_rows(turns, per_triples, per_rejects, identity, now)
+    # what each turn held when the old code extracted it is not known: unchanged, as in a log
+    # written before the column existed (a digest of today's rows would re-extract turns the
+    # old code read differently)
+    log = log.with_columns(pl.lit(None, dtype=pl.String).alias("turn_sha256"))
     return conform(log, EXTRACTION_LOG).unique("turn_key", keep="first").sort("day", "turn_key")
 
 

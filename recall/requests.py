@@ -289,9 +289,43 @@ class TurnsAccepted(BaseModel):
 FactStatus = Literal["valid", "closed", "all"]
 
 
+_OTHERS = {
+    "fact_id": ("subject", "predicate", "object", "entity"),
+    "triple": ("fact_id", "entity"),
+    "entity": ("fact_id", "subject", "predicate", "object"),
+}
+
+
 class RetractItemIn(_Request):
     """One of: `fact_id`; `subject` + `predicate` + `object`; `entity` (forget an entity: every
     open fact it is subject or object of, and its name)."""
+
+    # The one-of rule in the OpenAPI schema too, so a client (or a schema-driven generator)
+    # reads what the validator below enforces: exactly one form, its fields given as strings.
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["fact_id"],
+                    "properties": {"fact_id": {"type": "string"}},
+                    "not": {"anyOf": [{"required": [k]} for k in _OTHERS["fact_id"]]},
+                },
+                {
+                    "required": ["subject", "predicate", "object"],
+                    "properties": {
+                        k: {"type": "string"} for k in ("subject", "predicate", "object")
+                    },
+                    "not": {"anyOf": [{"required": [k]} for k in _OTHERS["triple"]]},
+                },
+                {
+                    "required": ["entity"],
+                    "properties": {"entity": {"type": "string"}},
+                    "not": {"anyOf": [{"required": [k]} for k in _OTHERS["entity"]]},
+                },
+            ]
+        },
+    )
 
     fact_id: str | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
     subject: str | None = Field(None, max_length=1000)

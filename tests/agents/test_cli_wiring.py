@@ -28,6 +28,7 @@ def memflow(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.Comp
 def test_import_lands_public_transcripts_once(memory: Memory, tmp_path: Path) -> None:
     env = memory.env(None, MEMFLOW_DEFAULT_ORG="local")
     landing = tmp_path / "landing"
+    landing.mkdir()  # a named landing zone must exist (a typo'd path is refused)
     first = memflow(
         "import",
         "claude-code",

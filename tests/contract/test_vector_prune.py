@@ -196,7 +196,11 @@ def test_the_cli_keeps_what_the_settings_file_names_and_reports_every_tenant(
     assert code == 0 and "also kept: new" in out and "nothing to prune" in out
     (tmp_path / ".env").unlink()
     # A tenant that fails is reported; the others are pruned; the exit status says so.
-    tables.write(pl.DataFrame({"entity_id": ["a"]}), Asset.ENTITIES, bad)  # no name column
+    tables.write(
+        pl.DataFrame({"entity_id": ["a"], "tenant_id": [bad.tenant_id], "ns": [bad.ns]}),
+        Asset.ENTITIES,
+        bad,
+    )  # no name column
     monkeypatch.setenv("MEMFLOW_EMBEDDING_MODEL", "new")
     code, out = prune("--apply")
     assert code == 1

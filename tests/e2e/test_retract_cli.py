@@ -19,7 +19,6 @@ import pytest
 from memflow.landing import RETRACT_TOOL
 from resources.graph.sqlite import SqliteGraphStore
 from resources.tables import TableStore
-from resources.vector.lite_server import stop_lite_server
 from schemas.scope import Scope
 from schemas.tables import TABLES
 from tests.pipeline.landing_fixtures import save, turn, write_jsonl
@@ -125,7 +124,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             states["graph"] = {f.fact_id: f.valid_to for f in graph.facts(SCOPE)}
         yield states
     finally:
-        stop_lite_server(data)
+        pass  # nothing runs after memflow's commands (no vector server in the data directory)
 
 
 CACHE_REDIS = ("cache service", "USES", "redis 6")

@@ -201,7 +201,8 @@ def test_a_users_day(day: Day) -> None:
     elsewhere.mkdir()
     imported = day.memflow("import", "claude-code", str(TRANSCRIPTS / "claude-code"),
                            "--json", cwd=elsewhere)  # fmt: skip
-    assert imported.returncode == 0, imported.stderr[-2000:]
+    # 1: some fixture lines are quarantined (the folder holds real transcripts with bad lines)
+    assert imported.returncode in (0, 1), imported.stderr[-2000:]
     assert json.loads(imported.stdout)["turns_written"] > 0
     tenants = {p.relative_to(landing).parts[:2] for p in landing.rglob("*.jsonl")}
     assert len(tenants) > 2 and not list(elsewhere.rglob("*.jsonl"))

@@ -23,6 +23,7 @@ from resources.vector.factory import open_vector_store
 from resources.vector.ledger import EmbeddingLedger, vector_table
 from resources.vector.sync import vectors_equal_table
 from schemas.scope import Scope
+from schemas.tables import TABLES, empty
 from tests.pipeline.conftest import FACTS, INGEST
 from tests.pipeline.landing_fixtures import save, turn, write_jsonl
 from tests.support.embeddings_server import EmbeddingsServer, Fault
@@ -198,7 +199,8 @@ def _facts_tables(data: Path) -> dict[str, pl.DataFrame]:
     out = {}
     for asset, key in FACTS_TABLES.items():
         df = store.read_table(asset, MERGE_SCOPE)
-        assert df is not None, asset
+        if df is None:  # a Delta table holds no partition for a tenant with no rows
+            df = empty(TABLES[asset])
         out[asset] = df.sort(key, *(["request_id"] if asset == "retractions" else []))
     return out
 

@@ -301,6 +301,7 @@ def test_memflow_imports_exit_code_reflects_this_input(tmp_path: Path) -> None:
     """It used to depend on what was imported before: a re-import of a file with a bad line
     turned 0 into 1."""
     landing = tmp_path / "landing"
+    landing.mkdir()  # a named landing zone must exist (a typo'd path is refused)
     bad = tmp_path / "with-a-bad-line.jsonl"
     bad.write_text((LOG / "session_id_steering_order.jsonl").read_text() + "{not json\n")
     good = LOG / "session_id_steering_order.jsonl"

@@ -44,6 +44,8 @@ def facts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             "subject": f"service-{i}",
             "predicate": "USES",
             "object": "line one\nFAILED acme/api: forged" if i == 0 else f"db-{i}",
+            "tenant_id": "acme",
+            "ns": "api",
         }
         for i in range(60)
     ]
