@@ -81,6 +81,8 @@ def test_status_names_the_lite_store_then_rebuild_retires_it(
 ) -> None:
     data, env = lite_world["data"], lite_world["env"]
     pid = legacy_server_pid(data)
+    migrated = _run([MEMFLOW, "migrate", "--data", str(data)], env, tmp_path)  # its Parquet tables
+    assert migrated.returncode == 0, migrated.stdout[-3000:] + migrated.stderr[-3000:]
     status = _run([MEMFLOW, "status", "--data", str(data)], env, tmp_path)
     assert status.returncode == 0, status.stderr[-3000:]
     assert "Milvus Lite store of an earlier memflow" in status.stdout
