@@ -282,10 +282,25 @@ def extract_tenant(
         rejects=pl.concat([keep(previous.rejects), new_rejects]),
         requests=pl.concat([keep(previous.requests), report.requests]).sort("ts", "request_id"),
         log=pl.concat(
-            [log.join(todo_keys, on="turn_key", how="anti"), conform(log_rows, EXTRACTION_LOG)]
+            [
+                _with_digests(log.join(todo_keys, on="turn_key", how="anti"), keys),
+                conform(log_rows, EXTRACTION_LOG),
+            ]
         ).sort("day", "turn_key"),
     )
     return TenantExtraction(tables, report, todo.height, counts, dropped)
+
+
+def _with_digests(log: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    """Log rows written without `turn_sha256` (before the column, or by a migration) take the
+    digest of the turn as it is now: it was not re-extracted, so that is what it was read as."""
+    if not log.height or not log["turn_sha256"].null_count():
+        return log
+    now = keys.select("turn_key", pl.col("turn_sha256").alias("_now"))
+    filled = log.join(now, on="turn_key", how="left").with_columns(
+        pl.col("turn_sha256").fill_null(pl.col("_now"))
+    )
+    return conform(filled.drop("_now"), EXTRACTION_LOG)
 
 
 def turn_fingerprint() -> pl.Expr:
