@@ -162,7 +162,7 @@ class ExtractionModelResource(_ModelResource):
 
 
 class EmbeddingModelResource(_ModelResource):
-    """The embedding provider: `none`, `openai`, `command` or `sentence-transformers`."""
+    """The embedding provider: `none`, `openai`, `command`, `onnx` or `sentence-transformers`."""
 
     provider: str = Field(default="none")
     base_url: str = Field(default="")

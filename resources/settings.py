@@ -220,12 +220,13 @@ DECLARED_SETTINGS: tuple[Declared, ...] = (
     ),
     _d(
         "EMBEDDER",
-        "sentence-transformers",
+        "onnx",
         str,
-        "`none`, `openai` (`/v1/embeddings`), `command`, `sentence-transformers` "
-        "(in-process, torch), `onnx` (in-process, ONNX Runtime: the bundled model exported at "
-        "install time into `$XDG_CACHE_HOME/memflow/onnx`, or on first use; same model name "
-        "and vectors as `sentence-transformers`); " + _MODEL_SETTINGS_NOTE,
+        "`none`, `openai` (`/v1/embeddings`), `command`, `onnx` (in-process, ONNX Runtime: "
+        "the bundled all-MiniLM-L6-v2 exported at install time into "
+        "`$XDG_CACHE_HOME/memflow/onnx`, or on first use; the fastest query path), "
+        "`sentence-transformers` (in-process, torch; same model name and vectors as `onnx`, "
+        "so the two can be swapped without re-embedding); " + _MODEL_SETTINGS_NOTE,
         CORE,
     ),
     _d("EMBEDDING_URL", "", str, "the embeddings endpoint's base URL", CORE),
@@ -234,7 +235,7 @@ DECLARED_SETTINGS: tuple[Declared, ...] = (
         "",
         str,
         "vectors are stored under this name; empty = the provider's default "
-        "(`all-MiniLM-L6-v2` for sentence-transformers)",
+        "(`all-MiniLM-L6-v2` for `onnx` and `sentence-transformers`)",
         CORE,
     ),
     _d(
