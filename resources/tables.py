@@ -1002,7 +1002,8 @@ class TableStore:
         self, *, retention_hours: int = DEFAULT_RETENTION_HOURS, tables: Iterable[str] | None = None
     ) -> list[TableMaintenance]:
         """Compact small files (per tenant partition), vacuum files no version younger than
-        `retention_hours` names, checkpoint the log and drop expired log entries, for every
+        `retention_hours` names (and files older than that no version names at all: a killed
+        write's), checkpoint the log and drop expired log entries, for every
         table (or the named `tables`). Time travel to versions older than the retention is
         no longer possible afterwards."""
         wanted = set(tables) if tables is not None else None
@@ -1017,10 +1018,13 @@ class TableStore:
                 table = snap.table
                 before = table.version()
                 metrics = table.optimize.compact()
+                # full: also the files of a write killed before its commit (no version
+                # names them); older than the retention, so never a running write's
                 vacuumed = table.vacuum(
                     retention_hours=retention_hours,
                     dry_run=False,
                     enforce_retention_duration=False,
+                    full=True,
                 )
                 table.create_checkpoint()
                 table.cleanup_metadata()

@@ -70,6 +70,7 @@ def test_a_writer_killed_mid_commit_leaves_whole_tables(tmp_path: Path, round_: 
     time.sleep(random.uniform(0.0, 0.4))  # then kill it somewhere inside the next write
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(30)
+    done += [int(line) for line in proc.stdout.read().split()]  # printed while it slept
 
     store = TableStore(tmp_path)
     a, b = tag_of(store.read("entities", A)), tag_of(store.read("entities", B))
