@@ -10,6 +10,11 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 SAMPLE_DATA := $(CURDIR)/.memflow
+# Bytecode written ahead: where PYTHONDONTWRITEBYTECODE is set, every process would otherwise
+# compile every module it imports from source (Dagster's alone: ~2.5 CPU s a process), and the
+# tests start hundreds of them. The packages are compiled at install (uv), memflow's own here.
+BYTECODE := $(BIN)/python -m compileall -q -j 0 assets bench memflow pipelines recall resources \
+	schemas scripts tests
 
 .PHONY: up run test test-quick bench bench-quality lint gremlin-start gremlin-stop janusgraph-start \
 	janusgraph-stop milvus-start milvus-stop postgres-start postgres-stop dev serve sample clean \
@@ -18,7 +23,7 @@ SAMPLE_DATA := $(CURDIR)/.memflow
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip uv
-	$(BIN)/uv pip install -q --python $(BIN)/python -e '.[st,dev]'
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e '.[st,dev]'
 	$(BIN)/python -m resources.models.onnx_embeddings --export
 	touch $(STAMP)
 
@@ -40,6 +45,7 @@ run: $(STAMP)
 ## that cannot start fails its tests; none is skipped.
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BYTECODE)
 	bash scripts/gremlin-server.sh start
 	status=0; $(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS) || status=$$?; \
 	bash scripts/gremlin-server.sh stop; bash scripts/gremlin-server.sh janusgraph stop; \
@@ -50,6 +56,7 @@ test: $(STAMP)
 ## TinkerGraph and embedded vector backends still run): for development. CI runs `make test`.
 test-quick: $(STAMP)
 	$(BIN)/ruff check .
+	$(BYTECODE)
 	bash scripts/gremlin-server.sh start
 	status=0; $(BIN)/python -m pytest -q -n 2 -m "not server" $(PYTEST_ARGS) \
 		|| status=$$?; bash scripts/gremlin-server.sh stop; \
@@ -67,6 +74,7 @@ test-tables-s3: $(STAMP) s3-seaweedfs
 
 ## Benchmarks; results land in bench/results/*.json and BENCHMARKS.md.
 bench: $(STAMP)
+	$(BYTECODE)
 	bash scripts/gremlin-server.sh start
 	status=0; bash bench/run_all.sh || status=$$?; \
 	bash scripts/gremlin-server.sh stop; exit $$status
