@@ -47,7 +47,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BYTECODE)
 	bash scripts/gremlin-server.sh start
-	status=0; $(BIN)/python -m pytest -q -n 2 $(PYTEST_ARGS) || status=$$?; \
+	status=0; $(BIN)/python -m pytest -q -n 2 --durations=25 $(PYTEST_ARGS) || status=$$?; \
 	bash scripts/gremlin-server.sh stop; bash scripts/gremlin-server.sh janusgraph stop; \
 	$(BIN)/python -m tests.support.milvus_server stop; bash scripts/postgres.sh stop; \
 	$(BIN)/python -m tests.support.s3_server stop; exit $$status

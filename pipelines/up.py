@@ -329,6 +329,10 @@ def up(cfg: Settings, options: UpOptions, out: IO[str] | None = None) -> int:
                 f"{entry.ui_url}); `memflow status` lists what runs",
                 err,
             )
+    if options.api_port == options.ui_port:
+        return _refuse(
+            f"the API and the UI cannot share port {options.api_port} (--port / --ui-port)", err
+        )
     for what, port in (("API", options.api_port), ("UI", options.ui_port)):
         if not port_free(options.host, port):
             return _refuse(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,23 +14,20 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.support.services import free_ports
+
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 900.0  # waits for processes to come and go on a busy machine, never speed checks
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start(tmp: Path, env: dict[str, str], name: str) -> tuple[subprocess.Popen[bytes], Path]:
     log = tmp / f"{name}.log"
+    api_port, ui_port = free_ports(2)
     with open(log, "wb") as fh:
         up = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.cli", "up", "--port", str(free_port()),
-             "--ui-port", str(free_port())],
+            [sys.executable, "-m", "pipelines.cli", "up", "--port", str(api_port),
+             "--ui-port", str(ui_port)],
             cwd=tmp, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     deadline = time.monotonic() + WAIT_S
@@ -84,3 +80,19 @@ def test_nothing_is_left_after_sigkill_or_sigint_and_up_starts_again(tmp_path: P
     assert second.wait(600) == 0, log.read_text()[-3000:]
     assert "memflow up: stopped" in log.read_text()
     assert not alive(children), f"left behind after Ctrl-C: {alive(children)}"
+
+
+def test_one_port_for_the_api_and_the_ui_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMFLOW_", "DAGSTER_"))}
+    env.update(MEMFLOW_HOME=str(tmp_path / "home"), MEMFLOW_EMBEDDER="none",
+               PYTHONPATH=str(ROOT))  # fmt: skip
+    (port,) = free_ports(1)
+    got = subprocess.run(
+        [sys.executable, "-m", "pipelines.cli", "up", "--port", str(port), "--ui-port", str(port)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert got.returncode != 0
+    assert f"cannot share port {port}" in got.stderr
+    assert not (tmp_path / "home" / "logs" / "ui.log").exists()  # nothing was started

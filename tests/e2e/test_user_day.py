@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,16 +27,12 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.support.services import free_ports
+
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 TRANSCRIPTS = ROOT / "tests" / "fixtures" / "transcripts"
 ARRIVE_S = 900.0  # a wait for the fact to arrive on a busy machine, never a speed check
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -91,7 +86,7 @@ def day(tmp_path: Path) -> Iterator[Day]:
     assert keys.returncode == 0, keys.stderr
     key = keys.stdout.strip()
     log = tmp_path / "up.log"
-    api_port, ui_port = free_port(), free_port()
+    api_port, ui_port = free_ports(2)
     with open(log, "wb") as fh:
         up = subprocess.Popen(
             [sys.executable, "-m", "pipelines.cli", "up", "--port", str(api_port),

@@ -95,6 +95,21 @@ class SharedService:
             self._users_path.unlink(missing_ok=True)
 
 
+def free_ports(n: int) -> list[int]:
+    """`n` distinct free ports from the kernel, bound together while chosen (two calls of a
+    bind-and-close probe can get the same port back)."""
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port_block(size: int = 1, env: str | None = None, start: int = 20000) -> int:
     """The first port of `size` consecutive free ports on 127.0.0.1 (the port in `env` if that
     is set), for a server one test owns alone. Probed upwards from a random point at or above
