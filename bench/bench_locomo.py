@@ -300,6 +300,11 @@ ABLATION_SPLITS = ("tune", "held_out")
 ABLATION = (
     "shipped",
     "issue 11 ranking (no focus, no dedup)",
+    "before the retune",
+    "fact_bm25_b=0.75",
+    "structure_weight=0.1",
+    "temporal_weight=0.5",
+    "new_sources_top=10",
     "no dedup",
     "no new-source rule",
     "focus_weight=0.25",

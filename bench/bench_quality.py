@@ -512,6 +512,8 @@ def project(args: argparse.Namespace) -> int:
                 if url is None:
                     server, url = start_embed_server()
                 provider = OpenAIEmbeddingProvider(url, args.embed_model)
+            if provider is not None:
+                # Either provider: every entity name and fact text is embedded into the store.
                 started = time.perf_counter()
                 n = embed_into(vectors, provider, bench)
                 took = time.perf_counter() - started

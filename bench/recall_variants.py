@@ -18,10 +18,27 @@ def _ranking(**changes: object) -> RecallConfig:
     return RecallConfig(ranking=RankingConfig(**changes))  # type: ignore[arg-type]
 
 
+# What issue 20's retune changed (BENCHMARKS.md "Recall quality: the curve"), as it was before.
+BEFORE_RETUNE = {
+    "fact_bm25_b": 0.75,
+    "structure_weight": 0.1,
+    "temporal_weight": 0.5,
+    "new_sources_top": 10,
+}
+
 VARIANTS: dict[str, RecallConfig] = {
     "shipped": RecallConfig(),
-    # main before issue 20: no question-entity focus, no near-duplicate dedup
-    "issue 11 ranking (no focus, no dedup)": _ranking(distinct_top=0, new_sources_top=0),
+    # main before issue 20: no question-entity focus, no near-duplicate dedup, no new-source
+    # rule, issue 11's weights
+    "issue 11 ranking (no focus, no dedup)": _ranking(
+        **{**BEFORE_RETUNE, "distinct_top": 0, "new_sources_top": 0}
+    ),
+    # issue 20's retune undone (BM25 b, graph-distance prior, date window, new-source top)
+    "before the retune": _ranking(**BEFORE_RETUNE),
+    "fact_bm25_b=0.75": _ranking(fact_bm25_b=0.75),
+    "structure_weight=0.1": _ranking(structure_weight=0.1),
+    "temporal_weight=0.5": _ranking(temporal_weight=0.5),
+    "new_sources_top=10": _ranking(new_sources_top=10),
     "no dedup": _ranking(distinct_top=0),
     "no new-source rule": _ranking(new_sources_top=0),
     "focus_weight=0.25": _ranking(focus_weight=0.25),
@@ -33,6 +50,5 @@ VARIANTS: dict[str, RecallConfig] = {
     "no date window": _ranking(temporal_weight=0.0),
     "no fact leg": _ranking(fact_leg=0),
     "no lexical feedback": RecallConfig(feedback_weight=0.0),
-    "structure_weight=0": _ranking(structure_weight=0.0),
     "structure_weight=0.5": _ranking(structure_weight=0.5),
 }

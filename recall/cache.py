@@ -56,6 +56,8 @@ class ScopeIndex:
         version: str,
         entities: Sequence[EntityRecord],
         facts: Sequence[FactRecord],
+        *,
+        fact_bm25_b: float = 0.75,
     ) -> None:
         self.scope = scope
         self.version = version
@@ -112,7 +114,8 @@ class ScopeIndex:
             [
                 tok(f.subject) + tok(f.predicate) + tok(f.object) + extras[s] + extras[o]
                 for f, s, o in zip(self.facts, subj.tolist(), obj.tolist(), strict=True)
-            ]
+            ],
+            b=fact_bm25_b,
         )
 
     def _row_for(self, entity_id: str, name: str) -> int:
@@ -222,10 +225,17 @@ class ScopeIndexCache:
     scopes are not blocked by it.
     """
 
-    def __init__(self, store: GraphStore, *, max_scopes: int = DEFAULT_MAX_SCOPES) -> None:
+    def __init__(
+        self,
+        store: GraphStore,
+        *,
+        max_scopes: int = DEFAULT_MAX_SCOPES,
+        fact_bm25_b: float = 0.75,
+    ) -> None:
         if max_scopes < 1:
             raise ValueError("max_scopes must be at least 1")
         self._store = store
+        self._fact_bm25_b = fact_bm25_b
         self._max = max_scopes
         self._lock = threading.Lock()
         self._entries: OrderedDict[Scope, ScopeIndex] = OrderedDict()
@@ -245,7 +255,11 @@ class ScopeIndexCache:
                 return hit
             version = self._store.version(scope)
             index = ScopeIndex(
-                scope, version, self._store.entities(scope), self._store.facts(scope)
+                scope,
+                version,
+                self._store.entities(scope),
+                self._store.facts(scope),
+                fact_bm25_b=self._fact_bm25_b,
             )
             if not index.entities and not index.facts:
                 return index  # unknown or empty scopes never evict a real one

@@ -13,34 +13,36 @@ candidate gets one value per signal, fused by `fusion`:
 
 Signals (weights from `RankingConfig`, which `recall.service.RecallConfig.ranking` holds):
 
-- lexical (1.0): the question's BM25 against the fact's text ("subject PREDICATE object" plus
-  both endpoints' aliases and types), IDF over the whole scope, with pseudo-relevance
-  feedback (`recall.lexical.BM25Index.feedback_scores`): the rarest words of the facts that
-  match most of the question are searched too, so "which support group did Caroline attend"
-  also finds the facts about her counseling. Candidates come from the first-pass scores.
+- lexical (1.0): the question's BM25 (`fact_bm25_b`, 0.9) against the fact's text ("subject
+  PREDICATE object" plus both endpoints' aliases and types), IDF over the whole scope, with
+  pseudo-relevance feedback (`recall.lexical.BM25Index.feedback_scores`): the rarest words of
+  the facts that match most of the question are searched too, so "which support group did
+  Caroline attend" also finds the facts about her counseling. Candidates come from the
+  first-pass scores.
 - fact cosine (`fact_cosine_weight`, 0.75): the cosine of the question and the fact's own
   text (the fact-vector leg), above `fact_min_cosine` (0.3), scaled by the best cosine among the
   candidates.
-- graph distance (`structure_weight`, 0.1): hop 1 = 1, hop 2 = 0.5 (rrf: hop 1 before hop 2
-  before the facts found outside the neighbourhood). A soft prior, counted from the entry
-  entities the question names (`prior_hops`: those the name leg found, alone or with the
-  vector leg). An entry entity found by vector alone is the nearest name by cosine, a guess:
-  its neighbourhood gives candidates, not a prior (so `semantic`, which has no name leg, has
-  no graph-distance prior; the facts' own cosines rank them).
+- graph distance (`structure_weight`, off; 0.1 before issue 20): hop 1 = 1, hop 2 = 0.5
+  (rrf: hop 1 before hop 2 before the facts found outside the neighbourhood). A soft prior,
+  counted from the entry entities the question names (`prior_hops`: those the name leg found,
+  alone or with the vector leg). An entry entity found by vector alone is the nearest name by
+  cosine, a guess: its neighbourhood gives candidates, not a prior (so `semantic`, which has no
+  name leg, has no graph-distance prior; the facts' own cosines rank them).
 - spread (`spread_weight`, 0.25; the graph as a re-ranker): the best `spread_seeds` facts by
   the signals above activate their endpoints, each entity diluted by its degree
   (`spread_beta`), and every candidate gets the activation of its two endpoints. A fact about
   the same specific entity as the best facts ("Pepper BREED Lab mix" after "Audrey ADOPTED
   Pepper") rises; facts that share only a hub ("Audrey") barely move.
-- temporal (`temporal_weight`, 0.5): when the question names a day or a month
+- temporal (`temporal_weight`, 1.0): when the question names a day or a month
   (`recall.temporal`), closeness of `valid_from` to it, 1 / (1 + days / 7); the `fact_leg`
   facts closest to that date are candidates too.
 - entity cosine (`entity_cosine_weight`, off): the best cosine of the fact's endpoints' names
   among the vector leg's entity hits.
 
 Ties go to higher confidence, then the newer fact, then the fact id. Then the top of the
-answer: near-duplicates of a fact ranked above (`distinct_top`) and facts that cite no source
-turn the facts above them do not already cite (`new_sources_top`) move below the first ten.
+answer: near-duplicates of a fact ranked above move below the first ten (`distinct_top`), and
+facts that cite no source turn the facts above them do not already cite below the first twenty
+(`new_sources_top`).
 `bench/bench_quality.py --ablation` and `bench/bench_locomo.py` (tuned on conv-41..44 only)
 measure each choice.
 """
@@ -69,11 +71,19 @@ class RankingConfig:
     fusion: str = "cc"  # "cc": weighted sum of scaled scores; "rrf": reciprocal ranks
     rrf_k: int = RRF_K  # the k of `fusion="rrf"`
     fact_leg: int = 20  # facts the scope-wide fact BM25 (and a named date) may add
-    structure_weight: float = 0.1  # graph distance from the entry entities the question names
+    # Graph distance from the entry entities the question names (0: off since issue 20; 0.1
+    # before: without it LoCoMo's tuning half gained 0.003 at 10 in the final set, the
+    # project set's hybrid recall@5 0.957 -> 0.962, BENCHMARKS.md).
+    structure_weight: float = 0.0
     fact_cosine_weight: float = 0.75  # the fact's own text's cosine with the question
     fact_min_cosine: float = 0.3  # the fact-vector leg's floor (worth nothing in `cc`)
     entity_cosine_weight: float = 0.0  # the best cosine of the fact's endpoints' names
-    temporal_weight: float = 0.5  # closeness of valid_from to a day or month the query names
+    # Closeness of valid_from to a day or month the question names (the date window; 0.5
+    # before issue 20: 1.0 raised LoCoMo's tuning half at 20 and its MRR).
+    temporal_weight: float = 1.0
+    # BM25's length normalisation `b` of the fact-text index (0: none, 1: full); 0.75 before
+    # issue 20: 0.9 gained LoCoMo's tuning half 0.005-0.008 at 10 (BENCHMARKS.md).
+    fact_bm25_b: float = 0.9
     spread_weight: float = 0.25  # activation spread from the best facts through their entities
     spread_seeds: int = 10
     spread_beta: float = 1.0  # an entity's activation is divided by its degree ** beta
@@ -86,9 +96,9 @@ class RankingConfig:
     distinct_top: int = 10
     # Facts whose every source turn is already cited by a fact ranked above them are moved
     # below the first `new_sources_top` places (0: off): the top of the answer cites as many
-    # distinct statements as it can. Chosen on LoCoMo's tuning half (+0.005 at 10), accepted
-    # on the held-out half (+0.006 at 5, +0.004 at 10, both intervals above zero).
-    new_sources_top: int = 10
+    # distinct statements as it can. Chosen on LoCoMo's tuning half (10: +0.005 at 10; 20 instead
+    # of 10: +0.003 at 20 in the final set), accepted on the held-out half.
+    new_sources_top: int = 20
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
@@ -99,6 +109,8 @@ class RankingConfig:
                 isinstance(value, int | float) and 0 <= value < math.inf
             ):
                 raise ValueError(f"{f.name} must be a finite number >= 0")
+        if self.fact_bm25_b > 1:
+            raise ValueError("fact_bm25_b must be between 0 and 1")
 
 
 @dataclass(frozen=True, slots=True)

@@ -170,7 +170,11 @@ class RecallService:
         if current_model is None and providers:
             current_model = next(iter(providers))
         self.current_model = current_model
-        self.indexes = ScopeIndexCache(graph, max_scopes=self.config.max_cached_scopes)
+        self.indexes = ScopeIndexCache(
+            graph,
+            max_scopes=self.config.max_cached_scopes,
+            fact_bm25_b=self.config.ranking.fact_bm25_b,
+        )
         self.vector_leg = VectorLeg(
             vectors,
             providers,
