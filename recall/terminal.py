@@ -39,7 +39,7 @@ def recall_once(
 ) -> int:
     """Answer `question` for `scope` and print it. Exit status: 0 answered, 1 nothing stored
     for the tenant or semantic ranking unavailable, 2 bad arguments."""
-    from recall.server import build_service
+    from recall.build import build_service  # not recall.server: no web stack to import
 
     out = out or sys.stdout
     if ranking not in RANKINGS:
