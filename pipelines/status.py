@@ -257,12 +257,13 @@ def format_system(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+# Tenants `memflow status` reads together: one read of each table for them, and no more of
+# them in memory at once.
+STATUS_CHUNK = 200
+
+
 def status(cfg: Settings) -> dict[str, Any]:
-    from memflow.fact_embedding import fact_vector_table
-    from resources.graph.sync import graph_equals_table
-    from resources.vector.base import fact_vectors_key
-    from resources.vector.ledger import EmbeddingLedger, vector_table
-    from resources.vector.sync import vectors_equal_table
+    from resources.vector.ledger import EmbeddingLedger
 
     data_dir = cfg["MEMFLOW_DATA_DIR"]
     tables = open_tables(cfg)
@@ -273,54 +274,32 @@ def status(cfg: Settings) -> dict[str, Any]:
     model = cfg.embedding_model
     graph, vectors = cfg.open_graph(), cfg.open_vectors()
     ledger = EmbeddingLedger(data_dir)
+    facts_summaries = tables.summaries(Asset.VALIDATED_FACTS)  # read once, not per tenant
     tenants = []
     try:
-        for scope in scopes:
-            rows = table_rows(tables, scope)
-            entities = _read(tables, Asset.ENTITIES, scope)
-            facts = _read(tables, Asset.VALIDATED_FACTS, scope)
-            entities = entities if entities is not None else pl.DataFrame()
-            facts = facts if facts is not None else pl.DataFrame()
-            graph_equal, graph_diff = graph_equals_table(graph, scope, entities, facts)
-            models = vectors.models(scope)
-            entry: dict[str, Any] = {
-                "tenant": scope.key,
-                "tables": rows,
-                "accounting": tenant_summary(tables, scope),
-                "graph": {
-                    "backend": graph.backend,
-                    **graph.counts(scope),
-                    "equals_table": graph_equal,
-                    "diff": graph_diff,
-                },
-                "vectors": {m: {"dim": d, "vectors": n} for m, (d, n) in models.items()},
-                "embedding_model": model,
-            }
-            if model:
-                table = vector_table(
-                    ledger,
-                    model,
-                    scope,
-                    entities.select("entity_id", "name") if entities.height else None,
+        for start in range(0, len(scopes), STATUS_CHUNK):
+            chunk = scopes[start : start + STATUS_CHUNK]
+            # One read of each table for the chunk's tenants: a per-tenant read filters the
+            # log's file index of every tenant, so reading tenant by tenant grew with the
+            # square of the tenants (bench/bench_scale.py).
+            counts = {a: tables.rows_per_tenant(a, chunk) for a in TABLES}
+            accounting = tenant_summaries(tables, chunk, facts_summaries)
+            entities_of = _read_chunk(tables, Asset.ENTITIES, chunk)
+            facts_of = _read_chunk(tables, Asset.VALIDATED_FACTS, chunk)
+            for scope, summary in zip(chunk, accounting, strict=True):
+                tenants.append(
+                    _tenant_status(
+                        scope,
+                        {a: counts[a][scope] for a in TABLES},
+                        summary,
+                        entities_of[scope],
+                        facts_of[scope],
+                        graph,
+                        vectors,
+                        ledger,
+                        model,
+                    )
                 )
-                covered = models.get(model, (0, 0))[1]
-                entry["coverage"] = (
-                    round(min(covered, table.height) / entities.height, 4)
-                    if (entities.height)
-                    else 1.0
-                )
-                equal, diff = vectors_equal_table(vectors, model, scope, table)
-                # Fact vectors (fact_embeddings, under facts:<model>): every fact's text.
-                key = fact_vectors_key(model)
-                fact_table = fact_vector_table(ledger, model, scope, facts)
-                held = models.get(key, (0, 0))[1]
-                entry["fact_coverage"] = (
-                    round(min(held, fact_table.height) / facts.height, 4) if facts.height else 1.0
-                )
-                facts_equal, facts_diff = vectors_equal_table(vectors, key, scope, fact_table)
-                entry["vectors_equal_table"] = equal and facts_equal
-                entry["vectors_diff"] = {"entities": diff, "facts": facts_diff}
-            tenants.append(entry)
     finally:
         graph.close()
         vectors.close()
@@ -335,6 +314,71 @@ def status(cfg: Settings) -> dict[str, Any]:
         "tenants": tenants,
         "notes": notes,
     }
+
+
+def _read_chunk(tables: TableStore, asset: str, scopes: list[Scope]) -> dict[Scope, pl.DataFrame]:
+    """`_read` of several tenants from one snapshot."""
+    found = tables.read_many(asset, scopes)
+    return {
+        s: conform(found[s], TABLES[asset]) if s in found else empty(TABLES[asset]) for s in scopes
+    }
+
+
+def _tenant_status(
+    scope: Scope,
+    rows: dict[str, int],
+    accounting: dict[str, Any],
+    entities: pl.DataFrame,
+    facts: pl.DataFrame,
+    graph,
+    vectors,
+    ledger,
+    model: str | None,
+) -> dict[str, Any]:
+    from memflow.fact_embedding import fact_vector_table
+    from resources.graph.sync import graph_equals_table
+    from resources.vector.base import fact_vectors_key
+    from resources.vector.ledger import vector_table
+    from resources.vector.sync import vectors_equal_table
+
+    graph_equal, graph_diff = graph_equals_table(graph, scope, entities, facts)
+    models = vectors.models(scope)
+    entry: dict[str, Any] = {
+        "tenant": scope.key,
+        "tables": rows,
+        "accounting": accounting,
+        "graph": {
+            "backend": graph.backend,
+            **graph.counts(scope),
+            "equals_table": graph_equal,
+            "diff": graph_diff,
+        },
+        "vectors": {m: {"dim": d, "vectors": n} for m, (d, n) in models.items()},
+        "embedding_model": model,
+    }
+    if model:
+        table = vector_table(
+            ledger,
+            model,
+            scope,
+            entities.select("entity_id", "name") if entities.height else None,
+        )
+        covered = models.get(model, (0, 0))[1]
+        entry["coverage"] = (
+            round(min(covered, table.height) / entities.height, 4) if (entities.height) else 1.0
+        )
+        equal, diff = vectors_equal_table(vectors, model, scope, table)
+        # Fact vectors (fact_embeddings, under facts:<model>): every fact's text.
+        key = fact_vectors_key(model)
+        fact_table = fact_vector_table(ledger, model, scope, facts)
+        held = models.get(key, (0, 0))[1]
+        entry["fact_coverage"] = (
+            round(min(held, fact_table.height) / facts.height, 4) if facts.height else 1.0
+        )
+        facts_equal, facts_diff = vectors_equal_table(vectors, key, scope, fact_table)
+        entry["vectors_equal_table"] = equal and facts_equal
+        entry["vectors_diff"] = {"entities": diff, "facts": facts_diff}
+    return entry
 
 
 def format_status(report: dict[str, Any]) -> str:

@@ -406,3 +406,34 @@ def test_a_watcher_in_another_process_sees_a_running_runs_events_live(
         assert any(t < ended for t in live)  # while the run was still going, not only at its end
     finally:
         instance.dispose()
+
+
+def test_the_kept_partition_listing_follows_every_change_by_any_process(tmp_path: Path) -> None:
+    """Issue 19: the listing of a dynamic partitions definition is kept while the stored keys
+    are the same; a key added, erased, or replaced by another writer (a second storage on the
+    same directory: another process) is seen at the next call, including SQLite reusing the
+    id of an erased last key for a new one."""
+    ours = LocalSqliteEventLogStorage(str(tmp_path / "runs"))
+    other = LocalSqliteEventLogStorage(str(tmp_path / "runs"))
+    plain = SqliteEventLogStorage(str(tmp_path / "runs"))
+    name = "tenants"
+    try:
+        assert ours.get_dynamic_partitions(name) == []
+        other.add_dynamic_partitions(name, ["a/x", "b/y", "c/z"])
+        assert ours.get_dynamic_partitions(name) == ["a/x", "b/y", "c/z"]
+        assert ours.get_dynamic_partitions(name) == ["a/x", "b/y", "c/z"]  # kept
+        other.delete_dynamic_partition(name, "c/z")
+        other.add_dynamic_partitions(name, ["d/w"])  # the erased last key's id, reused
+        assert ours.get_dynamic_partitions(name) == plain.get_dynamic_partitions(name)
+        assert ours.get_dynamic_partitions(name) == ["a/x", "b/y", "d/w"]
+        other.delete_dynamic_partition(name, "b/y")
+        other.delete_dynamic_partition(name, "d/w")
+        other.add_dynamic_partitions(name, ["e/v", "d/w"])  # same count, same last key
+        assert ours.get_dynamic_partitions(name) == ["a/x", "e/v", "d/w"]
+        listed = ours.get_dynamic_partitions(name)
+        listed.append("not/stored")  # the caller's copy, not the kept listing
+        assert ours.get_dynamic_partitions(name) == ["a/x", "e/v", "d/w"]
+        assert ours.get_dynamic_partitions("other") == []
+    finally:
+        for storage in (ours, other, plain):
+            storage.dispose()
