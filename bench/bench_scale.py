@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.bench_ingest_scale import day_lines  # noqa: E402
+from bench.bench_ingest_scale import write_day  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "scale.json"
 BIN = Path(sys.executable).parent
@@ -61,17 +61,6 @@ GOAL_STATUS_S = 5.0
 
 def tenant_name(i: int) -> str:
     return f"org{i // 50:04d}/repo{i:05d}"
-
-
-def write_day(landing: Path, tenant: str, day: int, turns: int) -> None:
-    org, repo = tenant.split("/")
-    folder = landing / org / repo
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".day-{day:03d}.jsonl.tmp"
-    with tmp.open("w") as fh:
-        for line in day_lines(org, repo, day, turns):
-            fh.write(json.dumps(line) + "\n")
-    tmp.rename(folder / f"day-{day:03d}.jsonl")
 
 
 def env_for(landing: Path, data: Path) -> dict[str, str]:
