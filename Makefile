@@ -12,9 +12,10 @@ export TOKENIZERS_PARALLELISM := false
 SAMPLE_DATA := $(CURDIR)/.memflow
 # Bytecode written ahead: where PYTHONDONTWRITEBYTECODE is set, every process would otherwise
 # compile every module it imports from source (Dagster's alone: ~2.5 CPU s a process), and the
-# tests start hundreds of them. The packages are compiled at install (uv), memflow's own here.
-BYTECODE := $(BIN)/python -m compileall -q -j 0 assets bench memflow pipelines recall resources \
-	schemas scripts tests
+# tests start hundreds of them. The packages are compiled at install (uv), memflow's own here
+# (not the virtual environments a benchmark keeps under bench/, such as Mem0's).
+BYTECODE := $(BIN)/python -m compileall -q -j 0 -x '/\.venv' assets bench memflow pipelines \
+	recall resources schemas scripts tests
 
 .PHONY: up run test test-quick bench bench-quality lint gremlin-start gremlin-stop janusgraph-start \
 	janusgraph-stop milvus-start milvus-stop postgres-start postgres-stop dev serve sample clean \

@@ -26,8 +26,9 @@ from dagster import (
     observable_source_asset,
 )
 
-from assets.metadata import IO_RETRY, run_scopes, tenant_metadata
+from assets.metadata import run_scopes, tenant_metadata
 from assets.partitions import scope_partitions
+from assets.retries import retry_transient_only
 from resources.configurable import EmbeddingModelResource, Storage
 from schemas.tables import EMBEDDINGS, FACT_EMBEDDINGS, Asset, conform, empty
 
@@ -40,6 +41,7 @@ from schemas.tables import EMBEDDINGS, FACT_EMBEDDINGS, Asset, conform, empty
     "kept per model, so recall keeps serving the previous model until the new one covers the "
     "tenant.",
 )
+@retry_transient_only
 def embedding_model(embedding: EmbeddingModelResource) -> ObserveResult:
     config = embedding.config()
     return ObserveResult(
@@ -62,7 +64,6 @@ def embedding_model(embedding: EmbeddingModelResource) -> ObserveResult:
     deps=[AssetKey(Asset.EMBEDDING_MODEL)],
     partitions_def=scope_partitions,
     backfill_policy=BackfillPolicy.single_run(),
-    retry_policy=IO_RETRY,
     check_specs=[
         AssetCheckSpec(
             "embedding_coverage",
@@ -74,6 +75,7 @@ def embedding_model(embedding: EmbeddingModelResource) -> ObserveResult:
     group_name="embeddings",
     compute_kind="model",
 )
+@retry_transient_only
 def entity_embeddings(
     context: AssetExecutionContext,
     entities: dict[str, pl.DataFrame],
@@ -160,7 +162,6 @@ def entity_embeddings(
     deps=[AssetKey(Asset.EMBEDDING_MODEL)],
     partitions_def=scope_partitions,
     backfill_policy=BackfillPolicy.single_run(),
-    retry_policy=IO_RETRY,
     check_specs=[
         AssetCheckSpec(
             "fact_embedding_coverage",
@@ -173,6 +174,7 @@ def entity_embeddings(
     group_name="embeddings",
     compute_kind="model",
 )
+@retry_transient_only
 def fact_embeddings(
     context: AssetExecutionContext,
     validated_facts: dict[str, pl.DataFrame],

@@ -26,6 +26,7 @@ from assets.metadata import (
     tenant_metadata,
 )
 from assets.partitions import scope_partitions
+from assets.retries import retry_transient_only
 from memflow.facts import FactsBuild, build_facts
 from resources.configurable import Storage
 from schemas import rules
@@ -95,6 +96,7 @@ from schemas.tables import QUARANTINE, RETRACTION_REQUESTS, TRIPLES, Asset, conf
     group_name="facts",
     compute_kind="polars",
 )
+@retry_transient_only
 def validated_facts(
     context: AssetExecutionContext,
     extracted_triples: dict[str, pl.DataFrame],

@@ -13,6 +13,7 @@ from dagster import (
 )
 
 from assets.metadata import by_reason, preview
+from assets.retries import retry_transient_only
 from memflow import landing
 from resources.configurable import Storage
 from schemas.tables import Asset
@@ -35,6 +36,7 @@ from schemas.tables import Asset
     ],
     kinds={"polars"},
 )
+@retry_transient_only
 def landing_problems(context: AssetExecutionContext, storage: Storage):
     frame = landing.landing_problems(storage.landing)
     storage.tables().write_zone(frame, Asset.LANDING_PROBLEMS)

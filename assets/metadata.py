@@ -15,9 +15,7 @@ from dagster import (
     AssetCheckSeverity,
     AssetExecutionContext,
     MetadataValue,
-    RetryPolicy,
 )
-from dagster import Backoff as _Backoff
 
 from assets.partitions import scope_of
 from resources.configurable import Storage
@@ -28,9 +26,6 @@ from schemas.scope import Scope
 from schemas.tables import QUARANTINE, TABLES, conform
 
 PARTITION_ROW_COUNT = "dagster/partition_row_count"  # Dagster's standard table metadata key
-
-# Flaky I/O (a model server, a store) gets retried with backoff by Dagster itself.
-IO_RETRY = RetryPolicy(max_retries=3, delay=2, backoff=_Backoff.EXPONENTIAL)
 
 
 def run_scopes(context: AssetExecutionContext) -> Iterator[Scope]:

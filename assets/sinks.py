@@ -19,8 +19,9 @@ from dagster import (
     asset,
 )
 
-from assets.metadata import IO_RETRY, run_scopes, tenant_metadata
+from assets.metadata import run_scopes, tenant_metadata
 from assets.partitions import scope_partitions
+from assets.retries import retry_transient_only
 from resources.configurable import (
     EmbeddingModelResource,
     GraphStoreResource,
@@ -36,7 +37,6 @@ from schemas.tables import ENTITIES, FACTS, Asset, empty
     "and facts, equal to the tables.",
     partitions_def=scope_partitions,
     backfill_policy=BackfillPolicy.single_run(),
-    retry_policy=IO_RETRY,
     check_specs=[
         AssetCheckSpec(
             "graph_equals_table",
@@ -48,6 +48,7 @@ from schemas.tables import ENTITIES, FACTS, Asset, empty
     group_name="sinks",
     kinds={"graph"},
 )
+@retry_transient_only
 def graph_sink(
     context: AssetExecutionContext,
     entities: dict[str, pl.DataFrame],
@@ -96,7 +97,6 @@ def graph_sink(
     "stay.",
     partitions_def=scope_partitions,
     backfill_policy=BackfillPolicy.single_run(),
-    retry_policy=IO_RETRY,
     # The embeddings assets say which names and facts hold a vector; the vectors themselves
     # are read from the embedding ledger (their large sidecar), so the sink depends on them
     # without loading their tables.
@@ -112,6 +112,7 @@ def graph_sink(
     group_name="sinks",
     kinds={"numpy", "milvus"},
 )
+@retry_transient_only
 def vector_sink(
     context: AssetExecutionContext,
     entities: dict[str, pl.DataFrame],

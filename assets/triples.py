@@ -24,7 +24,6 @@ from dagster import (
 from pydantic import Field, field_validator
 
 from assets.metadata import (
-    IO_RETRY,
     by_reason,
     preview,
     run_scopes,
@@ -32,6 +31,7 @@ from assets.metadata import (
     tenant_metadata,
 )
 from assets.partitions import scope_partitions
+from assets.retries import retry_transient_only
 from memflow.extract import ExtractionTables, extract_tenant
 from resources.configurable import ExtractionModelResource, Storage
 from schemas.tables import Asset
@@ -46,6 +46,7 @@ _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
     "re-read from MEMFLOW_SETTINGS_FILE at each observation). A change marks extracted_triples "
     "unsynced; materializing a tenant then re-extracts its text turns with the new model.",
 )
+@retry_transient_only
 def extraction_model(extraction: ExtractionModelResource) -> ObserveResult:
     config = extraction.config()
     return ObserveResult(
@@ -111,13 +112,13 @@ class ExtractConfig(Config):
             description="Text turns wait for extraction when no extractor is configured.",
         )
     ],
-    retry_policy=IO_RETRY,
     # Calls the model server: the instance bounds how many extraction steps run at once
     # across every run (deploy/dagster.yaml, concurrency.pools).
     pool="extraction",
     group_name="ingest",
     compute_kind="model",
 )
+@retry_transient_only
 def extracted_triples(
     context: AssetExecutionContext,
     config: ExtractConfig,

@@ -28,6 +28,7 @@ from assets.metadata import (
     tenant_metadata,
 )
 from assets.partitions import scope_partitions
+from assets.retries import retry_transient_only
 from memflow.turns import Settled, TurnsUpdate, TurnTables, ingest_turns, new_turns, settle
 from resources.configurable import Storage
 from schemas.contracts import TurnContract
@@ -74,6 +75,7 @@ from schemas.tables import Asset
     group_name="ingest",
     compute_kind="polars",
 )
+@retry_transient_only
 def raw_turns(context: AssetExecutionContext, storage: Storage):
     window = storage.window()
     now = datetime.now(UTC)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dagster import AssetSelection, define_asset_job
 
 from assets.partitions import scope_partitions
+from assets.retries import STEP_RETRY
 from schemas.tables import Asset
 
 ALL_TENANT_ASSETS = AssetSelection.assets(
@@ -38,6 +39,7 @@ TENANT_ASSETS = AssetSelection.assets(
     Asset.VECTOR_SINK,
 )
 
+# Every job carries the step retry policy; which failures it retries: assets/retries.py.
 ingest_job = define_asset_job(
     "ingest_job",
     selection=ALL_TENANT_ASSETS,
@@ -45,6 +47,7 @@ ingest_job = define_asset_job(
     description="A range of tenants through every asset: new or changed landing files -> "
     "turns -> triples -> facts -> embeddings -> graph and vector stores. The landing sensor "
     "and `memflow run` launch it; one run covers many tenants.",
+    op_retry_policy=STEP_RETRY,
 )
 tenant_job = define_asset_job(
     "tenant_job",
@@ -52,6 +55,7 @@ tenant_job = define_asset_job(
     partitions_def=scope_partitions,
     description="Triples of a tenant -> validated facts, entities, quarantine -> embeddings -> "
     "graph and vector sinks. Select many tenants to rebuild them in one run.",
+    op_retry_policy=STEP_RETRY,
 )
 SURVEY = (Asset.EXTRACTION_MODEL, Asset.EMBEDDING_MODEL, Asset.LANDING_PROBLEMS)
 SURVEY_ASSETS = AssetSelection.assets(*SURVEY)
@@ -62,6 +66,7 @@ survey_job = define_asset_job(
     "marks extracted_triples, or entity_embeddings and fact_embeddings, stale) and list what "
     "the landing zone holds that no tenant reads. `memflow run` starts with it; the landing "
     "sensor requests it when the landing zone's problems change.",
+    op_retry_policy=STEP_RETRY,
 )
 run_job = define_asset_job(
     "run_job",
@@ -71,4 +76,5 @@ run_job = define_asset_job(
     "zone's problems, then a range of tenants through every asset. `memflow run` launches it "
     "for its first range of tenants (one run fewer to create, execute and record) and "
     "ingest_job for any other.",
+    op_retry_policy=STEP_RETRY,
 )

@@ -11,7 +11,7 @@ from dagster import AssetKey
 from resources.configurable import ExtractionModelResource, Storage
 from resources.tables import TableStore
 from schemas.scope import Scope
-from tests.pipeline.conftest import FACTS, INGEST, make_resources, run_assets
+from tests.pipeline.conftest import INGEST, make_resources, run_assets
 from tests.pipeline.landing_fixtures import SECRET_PASSWORD
 from tests.support.openai_chat_server import OpenAIChatServer, Scripted
 
@@ -122,37 +122,6 @@ def test_retention_zero_drops_text_once_extracted_keeping_ids_and_hashes(
         if "turn_text_dropped" in r.asset_materialization.metadata
     ]
     assert dropped == [3]
-
-
-def test_a_model_server_that_is_down_fails_the_run_naming_the_endpoint(
-    instance, landing: Path, data_dir: Path
-) -> None:
-    extraction = ExtractionModelResource(
-        provider="openai", base_url="http://127.0.0.1:9", model="m", max_retries=1, timeout_s=2
-    )
-    result = run_ingest(instance, landing, data_dir, extraction=extraction)
-    assert not result.success
-    failure = [e for e in result.all_events if e.is_step_failure]
-    assert "127.0.0.1:9" in str(failure[0].step_failure_data.error)
-
-
-def test_a_graph_store_that_is_down_fails_the_sink_naming_it_after_retries(
-    instance, landing: Path, data_dir: Path
-) -> None:
-    from resources.configurable import GraphStoreResource
-
-    assert run_ingest(instance, landing, data_dir).success
-    url = "ws://127.0.0.1:9/gremlin"
-    res = make_resources(
-        landing, data_dir, graph=GraphStoreResource(backend="gremlin", gremlin_url=url)
-    )
-    assert run_assets(instance, res, FACTS, [ACME.key]).success
-    result = run_assets(instance, res, ["graph_sink"], [ACME.key], raise_on_error=False)
-    assert not result.success
-    events = result.all_events
-    assert sum(e.event_type_value == "STEP_UP_FOR_RETRY" for e in events) == 3
-    failure = next(e for e in events if e.is_step_failure)
-    assert url in str(failure.step_failure_data.error)
 
 
 def test_a_new_model_re_extracts_text_turns_only_and_a_date_range_can_be_forced(

@@ -1,0 +1,98 @@
+"""Step retries: one rule for which failures may pass if the step runs again.
+
+One retry layer per kind of failure. A model, graph or vector store call is retried by its
+client (tenacity in `resources/models/retry.py` and in the Gremlin store, the Milvus client's
+own), so its final error is not retried again by the step. A bug, bad data or bad
+configuration fails the same way each time. What is left may pass: a table commit that lost a
+race with another writer, a connection or timeout no client retried, an I/O error of the file
+system or the object store. Only those get `STEP_RETRY`, which the jobs carry
+(`pipelines/jobs.py`, `op_retry_policy`); every asset function is decorated with
+`retry_transient_only`, which turns any other error into a `Failure` that allows no retry.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from dagster import Backoff, Failure, RetryPolicy
+from deltalake.exceptions import CommitFailedError
+
+# 2, 4 and 8 s: a table commit race or a store restart, not an outage (the instance's run
+# retries and the sensor take over from there).
+STEP_RETRY = RetryPolicy(max_retries=3, delay=2, backoff=Backoff.EXPONENTIAL)
+
+# What an OSError says when the fault is in the medium and may clear by itself.
+TRANSIENT_ERRNOS = frozenset(
+    {
+        errno.EIO,
+        errno.EAGAIN,
+        errno.EBUSY,
+        errno.EINTR,
+        errno.ESTALE,
+        errno.ETIMEDOUT,
+        errno.ECONNRESET,
+        errno.ECONNREFUSED,
+        errno.ECONNABORTED,
+        errno.ENETDOWN,
+        errno.ENETUNREACH,
+        errno.EHOSTUNREACH,
+    }
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether running the step again may succeed where this error failed it."""
+    from resources.graph.base import GraphStoreError
+    from resources.models.base import ModelError
+    from resources.vector.base import VectorStoreError
+
+    if isinstance(exc, (ModelError, GraphStoreError, VectorStoreError)):
+        return False  # its client retried what was worth retrying
+    if isinstance(exc, (CommitFailedError, ConnectionError, TimeoutError)):
+        return True
+    if isinstance(exc, OSError):
+        # A bare OSError without a number is how the object store's errors reach us.
+        return exc.errno in TRANSIENT_ERRNOS or (type(exc) is OSError and exc.errno is None)
+    return False
+
+
+def _final(exc: Exception) -> Failure:
+    return Failure(description=f"{type(exc).__name__}: {exc}", allow_retries=False)
+
+
+def retry_transient_only(fn: F) -> F:
+    """Decorates an asset's function: an error that is not transient fails the step without a
+    step retry (the error stays the failure's cause); a transient one is raised as it is."""
+    if inspect.isgeneratorfunction(fn):
+
+        @functools.wraps(fn)
+        def generator(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return (yield from fn(*args, **kwargs))
+            except Failure:
+                raise
+            except Exception as exc:
+                if is_transient(exc):
+                    raise
+                raise _final(exc) from exc
+
+        return generator  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def function(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Failure:
+            raise
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            raise _final(exc) from exc
+
+    return function  # type: ignore[return-value]
