@@ -43,12 +43,13 @@ run: $(STAMP)
 ## (started here), JanusGraph, a Milvus server and PostgreSQL for the Dagster daemon tests
 ## (started by the tests that use them, shared
 ## by the workers, stopped by the last one; stopped here too in case a worker died). A server
-## that cannot start fails its tests; none is skipped.
+## that cannot start fails its tests; none is skipped. Three workers on two cores: with two, the
+## cores sat idle ~half the time while tests waited on servers and subprocesses.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BYTECODE)
 	bash scripts/gremlin-server.sh start
-	status=0; $(BIN)/python -m pytest -q -n 2 --durations=25 $(PYTEST_ARGS) || status=$$?; \
+	status=0; $(BIN)/python -m pytest -q -n 3 --durations=25 $(PYTEST_ARGS) || status=$$?; \
 	bash scripts/gremlin-server.sh stop; bash scripts/gremlin-server.sh janusgraph stop; \
 	$(BIN)/python -m tests.support.milvus_server stop; bash scripts/postgres.sh stop; \
 	$(BIN)/python -m tests.support.s3_server stop; exit $$status
@@ -59,7 +60,7 @@ test-quick: $(STAMP)
 	$(BIN)/ruff check .
 	$(BYTECODE)
 	bash scripts/gremlin-server.sh start
-	status=0; $(BIN)/python -m pytest -q -n 2 -m "not server" $(PYTEST_ARGS) \
+	status=0; $(BIN)/python -m pytest -q -n 3 -m "not server" $(PYTEST_ARGS) \
 		|| status=$$?; bash scripts/gremlin-server.sh stop; \
 		$(BIN)/python -m tests.support.s3_server stop; exit $$status
 
