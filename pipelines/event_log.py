@@ -24,11 +24,12 @@ partition key) queries the dynamic partitions three times, each through a new en
   `DAGSTER_EVENT_BATCH_SIZE` set (`memflow run` sets it), the per-tenant materializations of
   one asset are written in one transaction per database instead of two per event, as
   Dagster's PostgreSQL storage does;
-- a new database (each run's shard, and the index of a new instance) is created and stamped
-  with Dagster's migration scripts loaded once per process: Dagster's own `_initdb` loads its
-  ~100 revision scripts twice for every new shard (to read the head, then to stamp it), ~50 ms
-  of every run; a database that is not new (tables, or a revision) still goes through
-  Dagster's `_initdb`;
+- a new database (each run's shard, and the index of a new instance) is put in WAL mode
+  before its tables are created (not after, as Dagster does: one fsync-free commit per table
+  instead of three fsyncs), and stamped with Dagster's migration scripts loaded once per
+  process: Dagster's own `_initdb` loads its ~100 revision scripts twice for every new shard
+  (to read the head, then to stamp it), ~50 ms of every run; a database that is not new
+  (tables, or a revision) still goes through Dagster's `_initdb`;
 - `has_table` remembers the tables it found (Dagster asks before most asset-event writes and
   partition queries, opening a new engine each time); tables are only ever added, and `wipe`
   forgets them;
@@ -209,8 +210,14 @@ class LocalSqliteEventLogStorage(SqliteEventLogStorage):
                     return  # initialised before; Dagster's `_initdb` leaves it as it is too
                 if inspect(conn).get_table_names():
                     raise _NotNew
-                SqlEventLogStorageMetadata.create_all(conn)
+                # Write-ahead log first, then the tables: each CREATE is its own transaction
+                # (the driver begins none for DDL), and in the rollback-journal mode Dagster
+                # creates them in, each costs three fsyncs (journal, database, directory):
+                # ~130 of a 40-tenant `memflow run` on a fresh data directory. The file ends
+                # the same: WAL mode, the same tables, stamped at the head.
                 conn.execute(text("PRAGMA journal_mode=WAL;"))
+                conn.execute(text("PRAGMA synchronous=NORMAL;"))
+                SqlEventLogStorageMetadata.create_all(conn)
                 migration.stamp(_migrations(), "head")
                 conn.commit()
         except (_NotNew, DatabaseError, sqlite3.DatabaseError):
