@@ -6,9 +6,13 @@ and inputs are `{tenant: DataFrame}` dicts, and a step's tenants are written in 
 (`dagster-deltalake-polars` fails to load a multi-tenant range: "Array partition values are
 not yet supported".)
 
-Output metadata of every materialization: the table's URI and name, its column schema, its
-rows (all tenants), and the Delta version the commit made (`delta_version`), which
-`memflow tables --version` reads back (time travel).
+Output metadata of every materialization: the table's URI, its rows (all tenants), and the
+Delta version the commit made (`delta_version`), which `memflow tables --version` reads back
+(time travel). The table's name and column schema are the asset's own metadata
+(`pipelines/catalog.py`, from the fixed layout in `schemas.tables`), not repeated on each
+materialization: Dagster copies a step's output metadata onto every tenant's materialization,
+and the schema was ~70% of each event's bytes (a run over 40 tenants stored ~640 copies of it;
+BENCHMARKS.md "Ingestion at scale").
 
 Hand-off: a table this process wrote during a run is kept in memory, and a later step of the
 same run that loads it gets the kept frame instead of reading the files back, as long as the
@@ -28,8 +32,6 @@ from dagster import (
     InputContext,
     MetadataValue,
     OutputContext,
-    TableColumn,
-    TableSchema,
 )
 
 from resources.home import resolved_dir
@@ -111,12 +113,6 @@ def _run_id(context: InputContext | OutputContext) -> str | None:
     return step.run_id if step is not None else None
 
 
-def _schema(asset: str) -> TableSchema:
-    return TableSchema(
-        columns=[TableColumn(name, str(dtype)) for name, dtype in tables.TABLES[asset].items()]
-    )
-
-
 class DeltaTablesIOManager(ConfigurableIOManager):
     data_dir: str = ""
     tables_uri: str = ""  # empty: <data_dir>/tables
@@ -142,8 +138,6 @@ class DeltaTablesIOManager(ConfigurableIOManager):
         context.add_output_metadata(
             {
                 "dagster/uri": MetadataValue.path(commit.uri),
-                "dagster/table_name": f"memflow.{asset}",
-                "dagster/column_schema": _schema(asset),
                 "dagster/row_count": store.total_rows(asset),
                 DELTA_VERSION: commit.version if commit.version is not None else -1,
             }

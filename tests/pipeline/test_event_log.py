@@ -437,3 +437,29 @@ def test_the_kept_partition_listing_follows_every_change_by_any_process(tmp_path
     finally:
         for storage in (ours, other, plain):
             storage.dispose()
+
+
+def test_partition_membership_on_the_kept_reader_follows_every_writer(tmp_path: Path) -> None:
+    """`has_dynamic_partition` answers through the kept sqlite3 reader: a key added or erased
+    by another storage on the same directory (another process) is seen at the next call, and
+    the answers are the ones Dagster's own storage gives."""
+    ours = LocalSqliteEventLogStorage(str(tmp_path / "runs"))
+    other = LocalSqliteEventLogStorage(str(tmp_path / "runs"))
+    plain = SqliteEventLogStorage(str(tmp_path / "runs"))
+    name = "tenants"
+    try:
+        assert not ours.has_dynamic_partition(name, "a/x")
+        other.add_dynamic_partitions(name, ["a/x", "b/y"])
+        assert ours.has_dynamic_partition(name, "a/x") and ours.has_dynamic_partition(name, "b/y")
+        assert not ours.has_dynamic_partition("other", "a/x")
+        other.delete_dynamic_partition(name, "a/x")
+        for key in ("a/x", "b/y", "c/z"):
+            assert ours.has_dynamic_partition(name, key) == plain.has_dynamic_partition(name, key)
+        assert not ours.has_dynamic_partition(name, "a/x")
+        ours.add_dynamic_partitions(name, ["c/z"])  # its own write, through its engine
+        assert ours.has_dynamic_partition(name, "c/z") and other.has_dynamic_partition(name, "c/z")
+        ours.wipe()  # the reader goes with the engines; a later call opens a new one
+        assert not ours.has_dynamic_partition(name, "b/y")
+    finally:
+        for storage in (ours, other, plain):
+            storage.dispose()
