@@ -262,7 +262,12 @@ class ScopeIndexCache:
                 fact_bm25_b=self._fact_bm25_b,
             )
             if not index.entities and not index.facts:
-                return index  # unknown or empty scopes never evict a real one
+                # Unknown or empty scopes never evict a real one, and leave nothing behind:
+                # the cache stays bounded however many scopes are asked for.
+                with self._lock:
+                    if scope not in self._entries:
+                        self._build_locks.pop(scope, None)
+                return index
             with self._lock:
                 self.builds += 1
                 self._entries[scope] = index
@@ -284,3 +289,8 @@ class ScopeIndexCache:
         with self._lock:
             self._entries.clear()
             self._build_locks.clear()
+
+    def footprint(self) -> tuple[int, int]:
+        """(indexes held, build locks held): both at most `max_scopes` between requests."""
+        with self._lock:
+            return len(self._entries), len(self._build_locks)

@@ -92,3 +92,22 @@ def test_index_expansion_matches_the_store(
         hop = index.neighbourhood(seeds, hops, index.valid_at(when))
         mine = {index.facts[r].fact_id: int(hop[r]) for r in hop.nonzero()[0]}
         assert mine == {x.fact.fact_id: x.hop for x in store}, trial
+
+
+def test_the_scope_cache_stays_bounded_however_many_scopes_are_asked_for(
+    graph: SqliteGraphStore,
+) -> None:
+    from schemas.scope import Scope
+    from tests.recall.conftest import Memory
+
+    for i in range(20):
+        memory = Memory(Scope("org", f"repo{i}"))
+        memory.fact("svc", "USES", f"db{i}")
+        memory.load(graph)
+    cache = ScopeIndexCache(graph, max_scopes=8)
+    for i in range(20):
+        assert cache.get(Scope("org", f"repo{i}")).facts
+    for i in range(500):  # unknown scopes: nothing to hold, and nothing held for them
+        assert not cache.get(Scope("nobody", f"repo{i}")).facts
+    assert cache.footprint() == (8, 8)
+    assert cache.builds == 20
