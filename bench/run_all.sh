@@ -24,6 +24,9 @@ run $PY bench/bench_sensor.py
 # 100, 1,000 and 10,000 tenants on the embedded default (10,000 takes on the order of an hour on
 # 2 cores); BENCH_SCALE_TENANTS=100,1000 for less.
 run nice -n 10 $PY bench/bench_scale.py --tenants "${BENCH_SCALE_TENANTS:-100,1000,10000}"
+# The recall service's memory as 100, 1,000 and 10,000 tenants are asked for.
+run $PY bench/bench_scope_memory.py --model hash
+run $PY bench/bench_scope_memory.py --model onnx --tenants 100,1000
 run $PY bench/bench_fuzz.py
 # Starts (and stops) the PostgreSQL of scripts/postgres.sh if none answers.
 run $PY bench/bench_daemon.py
