@@ -374,6 +374,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also run the recall variants on both halves, against the shipped ranking",
     )
+    parser.add_argument(
+        "--embed-model",
+        default="",
+        help="embed (pipeline and queries) with this ONNX provider model instead, e.g. "
+        "all-MiniLM-L6-v2-int8; its vectors are added beside the default model's in --data",
+    )
     args = parser.parse_args(argv)
 
     tmp = None
@@ -388,17 +394,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     variants = None
     try:
         t = time.perf_counter()
-        info = locomo.run_pipeline(data, CONVS)
+        info = locomo.run_pipeline(data, CONVS, model=args.embed_model)
         pipeline_s = time.perf_counter() - t
         # Query vectors through ONNX Runtime: the pipeline's model and vectors (to 1e-4,
         # tests/unit/test_onnx_embeddings.py), one steady thread instead of a torch team.
-        provider = MemoProvider(OnnxEmbeddingProvider(threads=1))
+        provider = MemoProvider(OnnxEmbeddingProvider(args.embed_model or None, threads=1))
         print(f"pipeline {pipeline_s:.0f} s; assets {info.get('assets')}")
         result = evaluate(data, locomo.load_questions(CONVS), provider)
         # The unseen conversations: a pipeline run and stores of their own.
         unseen = data / "unseen"
         unseen.mkdir(exist_ok=True)
-        info["unseen"] = locomo.run_pipeline(unseen, UNSEEN)
+        info["unseen"] = locomo.run_pipeline(unseen, UNSEEN, model=args.embed_model)
         merge(result, evaluate(unseen, locomo.load_questions(UNSEEN), provider))
         variants = ablation(data, provider) if args.ablation else None
     finally:
@@ -411,6 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "pipeline": info,
+        "embedding_model": args.embed_model or locomo.DEFAULT_MODEL,
         "sources_match_statements": sources_check(result),
         "limit": LIMIT,
         "metrics": list(METRICS),

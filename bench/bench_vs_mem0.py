@@ -2,6 +2,8 @@
 
     python bench/bench_vs_mem0.py                 # conv-41 through the pipeline into a temp dir
     python bench/bench_vs_mem0.py --data DIR      # reuse bench_locomo's (or an earlier) output
+    python bench/bench_vs_mem0.py --data DIR --model all-MiniLM-L6-v2-int8   # memflow's ONNX
+                                                  # worker on another model (its vectors added)
 
 Three worker processes answer the same queries, one at a time, in rotating order, each timing
 its own call (so pipes and JSON are not in the figures):
@@ -9,7 +11,9 @@ its own call (so pipes and JSON are not in the figures):
 - memflow: `RecallService.recall(..., ranking="hybrid", limit=40)` over the embedded stores
   (SQLite + the embedded vector store, entity-name and fact vectors), its provider built the
   way `memflow serve` builds it (`recall.server.embedder`) with `MEMFLOW_EMBEDDER=onnx` (the
-  same MiniLM weights through ONNX Runtime, `resources/models/onnx_embeddings.py`);
+  same MiniLM weights through ONNX Runtime, `resources/models/onnx_embeddings.py`), or with
+  `--model` another model of that provider (`MEMFLOW_EMBEDDING_MODEL`, e.g. the quantised
+  `all-MiniLM-L6-v2-int8`), over vectors the pipeline made with that model;
 - memflow with the torch provider (`MEMFLOW_EMBEDDER=sentence-transformers`, the frozen
   TorchScript trace of issue 11): the same service, the same vectors;
 - Mem0 open source (`mem0ai`, FAISS, the Hugging Face embedder on the same all-MiniLM-L6-v2
@@ -141,7 +145,7 @@ VARIANTS = {
 }
 
 
-def _provider(variant: str) -> Any:
+def _provider(variant: str, model: str = "") -> Any:
     from recall.server import embedder
     from resources.models.st_embeddings import SentenceTransformerEmbeddingProvider
     from resources.settings import Settings
@@ -149,7 +153,7 @@ def _provider(variant: str) -> Any:
     if variant == "traced":
         return embedder(Settings({"MEMFLOW_EMBEDDER": "sentence-transformers"}))
     if variant == "onnx":
-        return embedder(Settings({"MEMFLOW_EMBEDDER": "onnx"}))
+        return embedder(Settings({"MEMFLOW_EMBEDDER": "onnx", "MEMFLOW_EMBEDDING_MODEL": model}))
 
     class Before(SentenceTransformerEmbeddingProvider):
         in_process = False  # through the service's thread pool, as every provider was
@@ -163,7 +167,7 @@ def _provider(variant: str) -> Any:
     )
 
 
-def memflow_worker(data: Path, variant: str) -> int:
+def memflow_worker(data: Path, variant: str, model: str = "") -> int:
     """This file's worker mode: memflow's recall over `data`, JSON lines on stdin/stdout."""
     from recall.service import RecallService
     from resources.graph.sqlite import SqliteGraphStore
@@ -172,7 +176,7 @@ def memflow_worker(data: Path, variant: str) -> int:
 
     out = sys.stdout
     sys.stdout = sys.stderr
-    provider = _provider(variant)
+    provider = _provider(variant, model)
     provider.embed(["warm up"])
     graph = SqliteGraphStore(graph_path(data))
     vectors = open_vector_store(None, data)
@@ -212,9 +216,10 @@ def pct(values: Sequence[float]) -> dict[str, float]:
     }
 
 
-def prepare(data: Path) -> list[str]:
+def prepare(data: Path, model: str = "") -> list[str]:
     """conv-41 through the pipeline, fact vectors included (unless `data` holds a run of the
-    current landing with it); the texts of its facts valid now, for Mem0."""
+    current landing with it), and with `model` (an ONNX provider model, `--model`) too; the
+    texts of its facts valid now, for Mem0."""
     from datetime import UTC as utc
 
     from memflow.fact_embedding import fact_text
@@ -223,11 +228,12 @@ def prepare(data: Path) -> list[str]:
 
     mark = data / locomo.READY_MARK
     info = json.loads(mark.read_text()) if mark.exists() else {}
-    current = {locomo.input_digest(locomo.CONVS), locomo.input_digest((CONV,))}
-    if info.get("digest") not in current or locomo.scope_of(CONV).key not in info.get(
-        "tenants", []
-    ):
+    current = {locomo.input_digest(convs): convs for convs in (locomo.CONVS, (CONV,))}
+    held = info.get("digest") in current and locomo.scope_of(CONV).key in info.get("tenants", [])
+    if not held:
         locomo.run_pipeline(data, (CONV,))
+    if model:  # the same landing, embedded with `model` as well
+        locomo.run_pipeline(data, current[info["digest"]] if held else (CONV,), model=model)
     graph = SqliteGraphStore(graph_path(data))
     now = datetime.now(utc)
     facts = [f for f in graph.facts(locomo.scope_of(CONV)) if f.valid_at(now)]
@@ -235,11 +241,12 @@ def prepare(data: Path) -> list[str]:
     return [fact_text(f.subject, f.predicate, f.object) for f in facts]
 
 
-def run(data: Path, n_queries: int, log: Any = print) -> dict[str, Any]:
+def run(data: Path, n_queries: int, model: str = "", log: Any = print) -> dict[str, Any]:
+    from resources.models.onnx_embeddings import DEFAULT_MODEL
     from resources.models.st_embeddings import bundled_model_path
 
     python = mem0_python(log)
-    texts = prepare(data)
+    texts = prepare(data, model)
     queries = [q.text for q in locomo.load_questions()]
     random.Random(11).shuffle(queries)
     env = {
@@ -250,7 +257,7 @@ def run(data: Path, n_queries: int, log: Any = print) -> dict[str, Any]:
     }
     me = [sys.executable, str(Path(__file__).resolve()), "worker", "--data", str(data)]
     workers = {
-        "memflow": Worker("memflow", [*me, "--variant", "onnx"], env),
+        "memflow": Worker("memflow", [*me, "--variant", "onnx", "--model", model], env),
         "memflow_torch": Worker("memflow_torch", [*me, "--variant", "traced"], env),
         "mem0": Worker("mem0", [str(python), str(ROOT / "bench" / "mem0_worker.py")], env),
     }
@@ -291,6 +298,7 @@ def run(data: Path, n_queries: int, log: Any = print) -> dict[str, Any]:
         "machine": {"cpus": os.cpu_count(), "load_avg_1_5_15_at_end": os.getloadavg()},
         "tenant": locomo.scope_of(CONV).key,
         "facts": len(texts),
+        "memflow_model": model or DEFAULT_MODEL,
         "limit": LIMIT,
         "queries": len(timed),
         "versions": {"memflow_venv": {n: version(n) for n in SHARED}, "mem0_venv": versions},
@@ -336,7 +344,7 @@ def ablation(data: Path, n_queries: int) -> dict[str, Any]:
 def table(r: dict[str, Any]) -> str:
     lines = [
         f"{r['tenant']}: {r['facts']} facts, top {r['limit']}, {r['queries']} queries, "
-        "each system in turn",
+        f"each system in turn; memflow's ONNX worker on {r.get('memflow_model')}",
         "| system | search p50 ms | p95 | embedding alone p50 | p95 |",
         "|---|---:|---:|---:|---:|",
     ]
@@ -362,10 +370,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--ablation", action="store_true", help="also time each step of the provider change"
     )
+    parser.add_argument(
+        "--model",
+        default="",
+        help="memflow's ONNX worker embeds with this model (default: the provider's, the "
+        "float all-MiniLM-L6-v2), e.g. all-MiniLM-L6-v2-int8",
+    )
     parser.add_argument("--variant", choices=tuple(VARIANTS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.mode == "worker":
-        return memflow_worker(args.data, args.variant)
+        return memflow_worker(args.data, args.variant, args.model)
 
     tmp = None
     data = args.data
@@ -375,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = data.resolve()
     data.mkdir(parents=True, exist_ok=True)
     try:
-        result = run(data, args.queries)
+        result = run(data, args.queries, args.model)
         if args.ablation:
             result["ablation"] = ablation(data, args.queries)
     finally:

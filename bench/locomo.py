@@ -51,6 +51,7 @@ UNSEEN = ("conv-30",)
 ORG = "locomo"
 CLIENT = "locomo-bench"
 READY_MARK = "locomo-ready.json"
+DEFAULT_MODEL = "all-MiniLM-L6-v2"  # the torch provider's default: a mark naming no model holds it
 # Bump when the landing (what `landing_turns` writes) or what the pipeline makes of it changes:
 # a data directory holding an older run is then run again. 2: sources, fact_embeddings.
 LANDING_VERSION = "2"
@@ -221,16 +222,26 @@ def input_digest(convs: Sequence[str] = CONVS) -> str:
     return h.hexdigest()[:16]
 
 
-def run_pipeline(data: Path, convs: Sequence[str] = CONVS, *, log: Any = print) -> dict[str, Any]:
+def run_pipeline(
+    data: Path, convs: Sequence[str] = CONVS, *, model: str = "", log: Any = print
+) -> dict[str, Any]:
     """Land the conversations and run every asset over them (skipped when `data` already
-    holds a run of the same input). Returns what was run."""
+    holds a run of the same input with `model`'s vectors). Returns what was run.
+
+    `model`: "" embeds with the torch provider and its default model (the vectors every
+    figure was measured with); an ONNX provider model name (`all-MiniLM-L6-v2-int8`) embeds
+    with the ONNX provider under that name instead. A second model's run over the same data
+    adds its vectors beside the first's (the stores keep each model's vectors apart)."""
     mark = data / READY_MARK
     digest = input_digest(convs)
+    held: list[str] = []
     if mark.exists():
         info = json.loads(mark.read_text())
         if info.get("digest") == digest:
-            log(f"pipeline output reused from {data}")
-            return info
+            held = info.get("models", [DEFAULT_MODEL])
+            if (model or DEFAULT_MODEL) in held:
+                log(f"pipeline output reused from {data}")
+                return info
     from pipelines.runner import run_all
     from pipelines.settings import resolve
 
@@ -242,8 +253,8 @@ def run_pipeline(data: Path, convs: Sequence[str] = CONVS, *, log: Any = print) 
             "MEMFLOW_LANDING_DIR": str(landing),
             "MEMFLOW_DATA_DIR": str(data),
             "MEMFLOW_EXTRACTOR": "none",
-            "MEMFLOW_EMBEDDER": "sentence-transformers",
-            "MEMFLOW_EMBEDDING_MODEL": "",
+            "MEMFLOW_EMBEDDER": "onnx" if model else "sentence-transformers",
+            "MEMFLOW_EMBEDDING_MODEL": model,
             "MEMFLOW_GRAPH_BACKEND": "sqlite",
             "MEMFLOW_MILVUS_URI": "",
             "MEMFLOW_RETENTION_DAYS": "-1",
@@ -262,6 +273,7 @@ def run_pipeline(data: Path, convs: Sequence[str] = CONVS, *, log: Any = print) 
         "runs": outcome.runs,
         "seconds": round(outcome.seconds, 1),
         "problems": outcome.problems,
+        "models": sorted({*held, model or DEFAULT_MODEL}),
         "assets": asset_costs(),
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "started_at": started.isoformat(timespec="seconds"),

@@ -72,6 +72,9 @@ class ScopeIndex:
         self.provenance: dict[int, Any] = {}
         # Near-duplicate keys (`recall.ranking.Statement`), likewise built on first use per row.
         self.statements: dict[int, Any] = {}
+        # Entity row -> the word sets of its name and aliases (`recall.service._focus`), built on
+        # first use per row: a named entity's names are not tokenised again at every query.
+        self.name_spans: dict[int, tuple[frozenset[str], ...]] = {}
         self.fact_row: dict[str, int] = {f.fact_id: i for i, f in enumerate(self.facts)}
         n = len(self.facts)
         subj = np.empty(n, dtype=np.int32)

@@ -550,9 +550,11 @@ def _focus(index: ScopeIndex, named: Sequence[str], tokens: Sequence[str]) -> np
     found: dict[int, frozenset[str]] = {}
     for eid in named:
         row = index.entity_row[eid]
-        e = index.entities[row] if row < index.known_entities else None
-        names = [index.entity_names[row], *(e.aliases if e else ())]
-        spans = [frozenset(tokenize(n)) for n in names]
+        spans = index.name_spans.get(row)
+        if spans is None:  # racing builders store equal ones
+            e = index.entities[row] if row < index.known_entities else None
+            names = [index.entity_names[row], *(e.aliases if e else ())]
+            spans = index.name_spans[row] = tuple(frozenset(tokenize(n)) for n in names)
         best = max((w for w in spans if w and w <= asked), key=len, default=None)
         if best is not None:
             found[row] = best

@@ -235,7 +235,9 @@ DECLARED_SETTINGS: tuple[Declared, ...] = (
         "",
         str,
         "vectors are stored under this name; empty = the provider's default "
-        "(`all-MiniLM-L6-v2` for `onnx` and `sentence-transformers`)",
+        "(`all-MiniLM-L6-v2` for `onnx` and `sentence-transformers`); with `onnx`, "
+        "`all-MiniLM-L6-v2-int8` is the same model with 8-bit weights (about half the query "
+        "time on a shared host; vectors of its own, so switching to it re-embeds)",
         CORE,
     ),
     _d(

@@ -21,6 +21,19 @@ and stored vectors: switching providers needs no re-embed.
 Why it is faster: one ONNX Runtime session (graph optimisations on, `threads` intra-op threads,
 1 by default: one query per request, steadier on a shared host) does less per call than torch's
 eager or traced module, and a query needs no tensor conversions.
+
+A quantised variant, named by the suffix `-int8` (`all-MiniLM-L6-v2-int8`, or a folder path
+with it): the same export, then ONNX Runtime's dynamic quantisation of the weight matrices
+(`quantize_weights`: signed 8-bit, one scale per output channel; the attention products and
+everything else stay float), cached beside the float graph under a name of its own. A query
+reads a quarter of the weight bytes: on a host whose caches other processes share, the float
+model's ~42 MB of encoder weights come from memory at every query, and that, not the
+arithmetic, is most of its time (BENCHMARKS.md). Its vectors are close to the float model's
+(cosine ~0.995) but not equal, so it is another model: vectors are stored and recorded in the
+embedding ledger under the `-int8` name, never mixed with the float model's. Dynamic
+quantisation scales the activations of a whole batch together, so a text's vector would depend
+on the texts batched with it; the quantised provider embeds one text per run (`batch_size` 1),
+and a text always gets the same vector.
 """
 
 from __future__ import annotations
@@ -39,6 +52,8 @@ from resources.models.base import DEFAULT_MAX_DIMENSIONS, EMBED_BATCH, Embedding
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 EXPORT_VERSION = "1"  # bump when `export` changes what it writes
+QUANTISED_SUFFIX = "-int8"
+QUANTISE_VERSION = "1"  # bump when `quantize_weights` changes what it writes
 OPSET = 17
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -55,6 +70,7 @@ class _ModelFolder:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._digest: str | None = None
         try:
             modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
             kinds = [m["type"].rsplit(".", 1)[-1] for m in modules]
@@ -79,6 +95,11 @@ class _ModelFolder:
             raise ModelError(f"{path}: no model weights")
 
     def digest(self) -> str:
+        if self._digest is None:
+            self._digest = self._read_digest()
+        return self._digest
+
+    def _read_digest(self) -> str:
         h = hashlib.sha256(EXPORT_VERSION.encode())
         with self.weights.open("rb") as fh:  # type: ignore[union-attr]
             for block in iter(lambda: fh.read(1 << 20), b""):
@@ -87,7 +108,15 @@ class _ModelFolder:
         return h.hexdigest()[:16]
 
 
+def split_quantised(name: str) -> tuple[str, bool]:
+    """(the float model's name, whether `name` asks for its quantised variant)."""
+    if name.lower().endswith(QUANTISED_SUFFIX):
+        return name[: -len(QUANTISED_SUFFIX)], True
+    return name, False
+
+
 def _source(name: str) -> Path:
+    name = split_quantised(name)[0]
     if name.lower() in {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}:
         from resources.models.st_embeddings import bundled_model_path
 
@@ -154,6 +183,44 @@ def export(folder: Path, target: Path) -> Path:
     return target
 
 
+def quantize_weights(source: Path, target: Path) -> Path:
+    """The float graph `source` with its weight matrices quantised (ONNX Runtime's dynamic
+    quantisation: signed 8-bit weights, a scale per output channel, every MatMul with a
+    constant weight input; the activations are quantised per run), written to `target`
+    atomically. Keeping the feed-forward down-projections float brought the vectors closer to
+    the float model's (cosine 0.9972 against 0.9947) but not the recall: LoCoMo's held-out
+    recall@10 fell 0.006 with it, and rose 0.002 with this (BENCHMARKS.md)."""
+    try:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as err:
+        raise ModelError(
+            "quantising an ONNX graph needs the optional extra: pip install 'memflow[st]'"
+        ) from err
+    import logging
+
+    def write(tmp: Path) -> None:
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(logging.ERROR)  # its "consider pre-processing" warning: not needed here
+        try:
+            quantize_dynamic(
+                str(source),
+                str(tmp),
+                weight_type=QuantType.QInt8,
+                per_channel=True,
+                op_types_to_quantize=["MatMul"],
+                extra_options={"MatMulConstBOnly": True},
+            )
+        finally:
+            root.setLevel(level)
+
+    try:
+        atomic_write(target, write)
+    except Exception as err:
+        raise ModelError(f"could not quantise {source}: {err}") from err
+    return target
+
+
 class OnnxEmbeddingProvider(EmbeddingProvider):
     """Loads (exporting when needed) on first use; thread-safe (ONNX Runtime sessions serve
     concurrent runs)."""
@@ -173,9 +240,11 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
         if threads is not None and threads < 1:
             raise ValueError("threads must be at least 1")
         self._name = model_name_or_path or DEFAULT_MODEL
+        self.quantised = split_quantised(self._name)[1]
         self._cache = Path(cache_dir) if cache_dir is not None else None
         self.threads = threads
-        self.batch_size = batch_size
+        # One text per run when quantised: its activation scales are the batch's (docstring).
+        self.batch_size = 1 if self.quantised else batch_size
         self.max_dimensions = max_dimensions
         self._lock = threading.Lock()
         self._session: Any = None
@@ -187,11 +256,30 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
     def model(self) -> str:
         return self._name
 
-    def graph_path(self) -> Path:
-        """The exported graph this provider runs (it may not exist yet)."""
+    def graph_path(self, *, quantised: bool | None = None) -> Path:
+        """The exported graph this provider runs (it may not exist yet); `quantised=False`:
+        the float graph a quantised one is made from."""
         folder = self._folder or _ModelFolder(_source(self._name))
         cache = self._cache or default_cache_dir()
-        return cache / f"{folder.path.name}-{folder.digest()}.onnx"
+        digest = folder.digest()
+        if self.quantised if quantised is None else quantised:
+            digest = hashlib.sha256(f"{digest}:q{QUANTISE_VERSION}".encode()).hexdigest()[:16]
+            return cache / f"{folder.path.name}-{digest}{QUANTISED_SUFFIX}.onnx"
+        return cache / f"{folder.path.name}-{digest}.onnx"
+
+    def ensure_graph(self) -> Path:
+        """The graph this provider runs, exported (and quantised) first where it is missing."""
+        folder = self._folder or _ModelFolder(_source(self._name))
+        self._folder = folder
+        path = self.graph_path()
+        if path.is_file():
+            return path
+        source = self.graph_path(quantised=False)
+        if not source.is_file():
+            export(folder.path, source)
+        if self.quantised:
+            quantize_weights(source, path)
+        return path
 
     def _load(self) -> None:
         if self._session is not None:
@@ -203,11 +291,9 @@ class OnnxEmbeddingProvider(EmbeddingProvider):
             raise ModelError(
                 "the ONNX provider needs the optional extra: pip install 'memflow[st]'"
             ) from err
-        folder = _ModelFolder(_source(self._name))
-        self._folder = folder
-        path = self.graph_path()
-        if not path.is_file():
-            export(folder.path, path)
+        path = self.ensure_graph()
+        folder = self._folder
+        assert folder is not None
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = self.threads or 0  # 0: ONNX Runtime's default
@@ -281,9 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cache-dir", type=Path)
     args = parser.parse_args(argv)
     provider = OnnxEmbeddingProvider(args.model, cache_dir=args.cache_dir)
-    path = provider.graph_path()
-    if args.export and not path.is_file():
-        export(_source(args.model), path)
+    path = provider.ensure_graph() if args.export else provider.graph_path()
     print(path if path.is_file() else f"not exported: {path}")
     return 0 if path.is_file() else 1
 

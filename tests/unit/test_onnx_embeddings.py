@@ -131,3 +131,36 @@ def test_the_factory_builds_it_and_the_server_gives_it_one_thread() -> None:
     assert isinstance(built, OnnxEmbeddingProvider) and built.threads is None
     served = embedder(Settings({"MEMFLOW_EMBEDDER": "onnx"}))
     assert isinstance(served, OnnxEmbeddingProvider) and served.threads == 1
+
+
+def test_the_quantised_variant_is_a_model_of_its_own_with_steady_vectors(onnx, cache) -> None:
+    from resources.models.factory import EmbeddingConfig
+
+    q8 = OnnxEmbeddingProvider("all-MiniLM-L6-v2-int8", cache_dir=cache, threads=1)
+    try:
+        assert q8.quantised and q8.batch_size == 1
+        # Its own name: the ledger and the stores never mix its vectors with the float model's.
+        assert q8.model == "all-MiniLM-L6-v2-int8" != onnx.model
+        assert EmbeddingConfig(provider="onnx", model=q8.model).model_name() == q8.model
+        batched = np.asarray(q8.embed(TEXTS), dtype=np.float64)
+        path = q8.graph_path()
+        assert path.name.endswith("-int8.onnx") and path != onnx.graph_path()
+        assert path.is_file() and onnx.graph_path().is_file()
+        assert path.stat().st_size < onnx.graph_path().stat().st_size
+        assert not list(cache.glob(".*"))  # no temporary file left behind
+        # One text per run: a text's vector never depends on the texts embedded with it.
+        one_by_one = np.asarray([q8.embed([t])[0] for t in TEXTS], dtype=np.float64)
+        assert np.array_equal(batched, one_by_one)
+        assert np.allclose(np.linalg.norm(batched, axis=1), 1.0, atol=1e-5)
+        # Close to the float model's vectors, not equal (hence the name of its own).
+        floats = np.asarray(onnx.embed(TEXTS), dtype=np.float64)
+        cosines = (batched * floats).sum(axis=1)
+        assert cosines.min() > 0.95 and cosines.mean() > 0.98
+        assert np.abs(batched - floats).max() > 1e-4
+        # Quantised once: a second provider reuses the file.
+        before = path.stat().st_mtime_ns
+        again = OnnxEmbeddingProvider("all-MiniLM-L6-v2-int8", cache_dir=cache)
+        assert np.array_equal(np.asarray(again.embed([TEXTS[0]])[0]), one_by_one[0])
+        assert path.stat().st_mtime_ns == before
+    finally:
+        q8.close()
