@@ -56,5 +56,6 @@ def env_resources() -> dict[str, Any]:
             uri=EnvVar("MEMFLOW_MILVUS_URI"),
             token=EnvVar("MEMFLOW_MILVUS_TOKEN"),
             data_dir=data_dir,
+            cache_mib=EnvVar.int("MEMFLOW_VECTOR_CACHE_MIB"),
         ),
     }

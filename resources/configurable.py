@@ -212,7 +212,11 @@ class VectorStoreResource(ConfigurableResource):
     uri: str = Field(default="", description="Milvus server URI; empty for the embedded store.")
     token: str = Field(default="")
     data_dir: str = Field(default="", description="empty: the state home's")
+    cache_mib: int = Field(
+        default=int(DEFAULTS["MEMFLOW_VECTOR_CACHE_MIB"]),
+        description="the embedded store's per-process copy of the vectors, in MiB",
+    )
     _data_abs = field_validator("data_dir")(_absolute(DATA_SETTING))
 
     def open(self) -> VectorStore:
-        return open_vectors(self.uri, self.data_dir, self.token)
+        return open_vectors(self.uri, self.data_dir, self.token, cache_mib=self.cache_mib)

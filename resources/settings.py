@@ -287,6 +287,15 @@ DECLARED_SETTINGS: tuple[Declared, ...] = (
     ),
     _d("MILVUS_TOKEN", "", str, "the Milvus server's token", CORE, secret=True),
     _d(
+        "VECTOR_CACHE_MIB",
+        "512",
+        int,
+        "the embedded vector store's copy of the vectors in each process (an LRU by bytes): "
+        "what bounds the recall API's memory however many tenants are asked for",
+        CORE,
+        low=1,
+    ),
+    _d(
         "API_KEYS_FILE",
         "",
         str,
@@ -802,7 +811,12 @@ class Settings(Mapping[str, str]):
         return open_graph(self["MEMFLOW_GRAPH_BACKEND"], self.data_dir, self["MEMFLOW_GREMLIN_URL"])
 
     def open_vectors(self) -> VectorStore:
-        return open_vectors(self["MEMFLOW_MILVUS_URI"], self.data_dir, self["MEMFLOW_MILVUS_TOKEN"])
+        return open_vectors(
+            self["MEMFLOW_MILVUS_URI"],
+            self.data_dir,
+            self["MEMFLOW_MILVUS_TOKEN"],
+            cache_mib=int(self["MEMFLOW_VECTOR_CACHE_MIB"]),
+        )
 
 
 def read_settings_file(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -832,8 +846,10 @@ def open_graph(backend: str, data_dir: str | os.PathLike[str], gremlin_url: str)
     return open_graph_store(backend, sqlite_path=graph_path(data_dir), gremlin_url=gremlin_url)
 
 
-def open_vectors(uri: str, data_dir: str | os.PathLike[str], token: str = "") -> VectorStore:
+def open_vectors(
+    uri: str, data_dir: str | os.PathLike[str], token: str = "", *, cache_mib: int | None = None
+) -> VectorStore:
     """The vector store: the embedded one in the data directory (empty URI) or a Milvus server."""
     from resources.vector.factory import open_vector_store
 
-    return open_vector_store(uri or None, data_dir, token=token or None)
+    return open_vector_store(uri or None, data_dir, token=token or None, cache_mib=cache_mib)

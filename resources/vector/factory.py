@@ -19,13 +19,17 @@ def open_vector_store(
     uri_or_none: str | None,
     data_dir: str | os.PathLike[str],
     token: str | None = None,
+    *,
+    cache_mib: int | None = None,
 ) -> VectorStore:
     """None or empty: the embedded store in `<data_dir>/vectors` (no server; any process on the
-    host may read and write it). A URI: a Milvus server or cluster."""
+    host may read and write it), keeping at most `cache_mib` of vectors in this process (its
+    default: `DEFAULT_CACHE_BYTES`). A URI: a Milvus server or cluster."""
     if uri_or_none is None or not uri_or_none.strip():
-        from resources.vector.local import LocalVectorStore
+        from resources.vector.local import DEFAULT_CACHE_BYTES, LocalVectorStore
 
-        return LocalVectorStore(vectors_dir(data_dir))
+        budget = DEFAULT_CACHE_BYTES if cache_mib is None else cache_mib * 1024 * 1024
+        return LocalVectorStore(vectors_dir(data_dir), cache_max_bytes=budget)
     # Imported only here: pymilvus takes about a second to import.
     from resources.vector.milvus import MilvusVectorStore
 

@@ -202,3 +202,19 @@ def test_a_resource_built_with_an_empty_path_uses_the_state_home_never_the_cwd(
     assert Storage(data_dir="", landing_dir="").landing_dir == str(clean / "home" / "landing")
     assert GraphStoreResource(data_dir="").data_dir == str(clean / "home" / "data")
     assert BlockLockedStorage(data_dir="rel").data_dir == str(clean / "rel")
+
+
+def test_the_vector_cache_setting_bounds_the_embedded_stores_copy(tmp_path: Path) -> None:
+    from resources.configurable import VectorStoreResource
+    from resources.settings import Settings
+
+    cfg = Settings({"MEMFLOW_DATA_DIR": str(tmp_path), "MEMFLOW_VECTOR_CACHE_MIB": "3"})
+    store = cfg.open_vectors()
+    assert store.cache.max_bytes == 3 * 1024 * 1024
+    store.close()
+    store = VectorStoreResource(data_dir=str(tmp_path), cache_mib=2).open()
+    assert store.cache.max_bytes == 2 * 1024 * 1024
+    store.close()
+    default = Settings({"MEMFLOW_DATA_DIR": str(tmp_path)}).open_vectors()
+    assert default.cache.max_bytes == 512 * 1024 * 1024
+    default.close()
