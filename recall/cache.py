@@ -33,6 +33,9 @@ from schemas.scope import Scope
 _US = timedelta(microseconds=1)
 OPEN_END = np.iinfo(np.int64).max
 DEFAULT_MAX_SCOPES = 64
+# BM25's length normalisation of the fact-text index; `RankingConfig.fact_bm25_b` defaults to it
+# (chosen on LoCoMo's tuning half: BENCHMARKS.md).
+FACT_BM25_B = 0.9
 
 
 def to_us(t: datetime) -> int:
@@ -57,7 +60,7 @@ class ScopeIndex:
         entities: Sequence[EntityRecord],
         facts: Sequence[FactRecord],
         *,
-        fact_bm25_b: float = 0.75,
+        fact_bm25_b: float = FACT_BM25_B,
     ) -> None:
         self.scope = scope
         self.version = version
@@ -233,7 +236,7 @@ class ScopeIndexCache:
         store: GraphStore,
         *,
         max_scopes: int = DEFAULT_MAX_SCOPES,
-        fact_bm25_b: float = 0.75,
+        fact_bm25_b: float = FACT_BM25_B,
     ) -> None:
         if max_scopes < 1:
             raise ValueError("max_scopes must be at least 1")

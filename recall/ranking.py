@@ -56,7 +56,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from recall.cache import FunctionalPredicates, ScopeIndex
+from recall.cache import FACT_BM25_B, FunctionalPredicates, ScopeIndex
 from recall.fusion import RRF_K
 from recall.lexical import tokenize
 
@@ -83,7 +83,7 @@ class RankingConfig:
     temporal_weight: float = 1.0
     # BM25's length normalisation `b` of the fact-text index (0: none, 1: full); 0.75 before
     # issue 20: 0.9 gained LoCoMo's tuning half 0.005-0.008 at 10 (BENCHMARKS.md).
-    fact_bm25_b: float = 0.9
+    fact_bm25_b: float = FACT_BM25_B
     spread_weight: float = 0.25  # activation spread from the best facts through their entities
     spread_seeds: int = 10
     spread_beta: float = 1.0  # an entity's activation is divided by its degree ** beta
