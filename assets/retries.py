@@ -18,7 +18,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from dagster import Backoff, Failure, RetryPolicy
+from dagster import Backoff, Failure, RetryPolicy, RetryRequested
 from deltalake.exceptions import CommitFailedError
 
 # 2, 4 and 8 s: a table commit race or a store restart, not an outage (the instance's run
@@ -75,8 +75,8 @@ def retry_transient_only(fn: F) -> F:
         def generator(*args: Any, **kwargs: Any) -> Any:
             try:
                 return (yield from fn(*args, **kwargs))
-            except Failure:
-                raise
+            except (Failure, RetryRequested):
+                raise  # the asset said what it wants
             except Exception as exc:
                 if is_transient(exc):
                     raise
@@ -88,8 +88,8 @@ def retry_transient_only(fn: F) -> F:
     def function(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except Failure:
-            raise
+        except (Failure, RetryRequested):
+            raise  # the asset said what it wants
         except Exception as exc:
             if is_transient(exc):
                 raise
