@@ -2,12 +2,15 @@
 
 One retry layer per kind of failure. A model, graph or vector store call is retried by its
 client (tenacity in `resources/models/retry.py` and in the Gremlin store, the Milvus client's
-own), so its final error is not retried again by the step. A bug, bad data or bad
-configuration fails the same way each time. What is left may pass: a table commit that lost a
-race with another writer, a connection or timeout no client retried, an I/O error of the file
-system or the object store. Only those get `STEP_RETRY`, which the jobs carry
-(`pipelines/jobs.py`, `op_retry_policy`); every asset function is decorated with
-`retry_transient_only`, which turns any other error into a `Failure` that allows no retry.
+own; the embedded stores wait on their locks), and a table commit that lost a race by the
+table store, so their final errors are not retried again by the step. A bug, bad data or bad
+configuration fails the same way each time. What is left may pass: a connection or timeout no
+client retried, an I/O error of the file system or the object store. Only those get
+`STEP_RETRY`, which the jobs carry (`pipelines/jobs.py`, `op_retry_policy`); every asset
+function and the tables IO manager's `handle_output` and `load_input` are decorated with
+`retry_transient_only`, which turns any other error into a `Failure` that allows no retry (so
+Dagster shows it as a framework error, with the original error and its traceback as the
+cause).
 """
 
 from __future__ import annotations
@@ -48,18 +51,25 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def is_transient(exc: BaseException) -> bool:
     """Whether running the step again may succeed where this error failed it."""
+    from resources.fs import storage_errno
     from resources.graph.base import GraphStoreError
     from resources.models.base import ModelError
     from resources.vector.base import VectorStoreError
 
-    if isinstance(exc, (ModelError, GraphStoreError, VectorStoreError)):
-        return False  # its client retried what was worth retrying
-    if isinstance(exc, (CommitFailedError, ConnectionError, TimeoutError)):
+    # Its client retried what was worth retrying (or, embedded, waited: SQLite's busy timeout,
+    # the vector files' lock) and a table commit that lost a race was retried by the table
+    # store (CONFLICT_RETRIES).
+    if isinstance(exc, (ModelError, GraphStoreError, VectorStoreError, CommitFailedError)):
+        return False
+    if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
-    if isinstance(exc, OSError):
-        # A bare OSError without a number is how the object store's errors reach us.
-        return exc.errno in TRANSIENT_ERRNOS or (type(exc) is OSError and exc.errno is None)
-    return False
+    # polars and delta-rs name the OS error in their message rather than setting errno.
+    code = storage_errno(exc)
+    if code is not None:
+        return code in TRANSIENT_ERRNOS
+    # An OSError without a number is how the object store's errors reach us (directly, or
+    # wrapped in a StorageError).
+    return isinstance(exc, OSError)
 
 
 def _final(exc: Exception) -> Failure:

@@ -34,6 +34,7 @@ from dagster import (
     OutputContext,
 )
 
+from assets.retries import retry_transient_only
 from resources.home import resolved_dir
 from resources.settings import DATA_SETTING
 from resources.tables import TableCommit, TableStore
@@ -121,6 +122,7 @@ class DeltaTablesIOManager(ConfigurableIOManager):
         # empty: the state home's data directory, never one relative to the process's cwd
         return TableStore(resolved_dir(DATA_SETTING, self.data_dir), uri=self.tables_uri or None)
 
+    @retry_transient_only
     def handle_output(self, context: OutputContext, obj: object) -> None:
         asset = context.asset_key.path[-1]
         if not isinstance(obj, dict):
@@ -143,6 +145,7 @@ class DeltaTablesIOManager(ConfigurableIOManager):
             }
         )
 
+    @retry_transient_only
     def load_input(self, context: InputContext) -> dict[str, pl.DataFrame]:
         """`{tenant_key: DataFrame}` for every tenant of the run (empty tables where none)."""
         asset = context.asset_key.path[-1]

@@ -19,6 +19,7 @@ import functools
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -224,6 +225,12 @@ class FunctionalPredicates:
         return known
 
 
+@dataclass(slots=True)
+class _Build:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    waiters: int = 0
+
+
 class ScopeIndexCache:
     """LRU of `ScopeIndex` per scope, checked against `store.version(scope)` on every get.
 
@@ -245,7 +252,9 @@ class ScopeIndexCache:
         self._max = max_scopes
         self._lock = threading.Lock()
         self._entries: OrderedDict[Scope, ScopeIndex] = OrderedDict()
-        self._build_locks: dict[Scope, threading.Lock] = {}
+        # A lock and its waiters per scope being built: there only while a request builds or
+        # waits for that scope, so nothing is kept for scopes asked for once.
+        self._building: dict[Scope, _Build] = {}
         self.builds = 0  # how many indexes were built (for tests and benchmarks)
 
     def get(self, scope: Scope) -> ScopeIndex:
@@ -254,34 +263,40 @@ class ScopeIndexCache:
         if hit is not None:
             return hit
         with self._lock:
-            build_lock = self._build_locks.setdefault(scope, threading.Lock())
-        with build_lock:
-            hit = self._lookup(scope, version)
-            if hit is not None:
-                return hit
-            version = self._store.version(scope)
-            index = ScopeIndex(
-                scope,
-                version,
-                self._store.entities(scope),
-                self._store.facts(scope),
-                fact_bm25_b=self._fact_bm25_b,
-            )
-            if not index.entities and not index.facts:
-                # Unknown or empty scopes never evict a real one, and leave nothing behind:
-                # the cache stays bounded however many scopes are asked for.
-                with self._lock:
-                    if scope not in self._entries:
-                        self._build_locks.pop(scope, None)
-                return index
+            build = self._building.setdefault(scope, _Build())
+            build.waiters += 1
+        try:
+            with build.lock:
+                return self._build(scope, version)
+        finally:
             with self._lock:
-                self.builds += 1
-                self._entries[scope] = index
-                self._entries.move_to_end(scope)
-                while len(self._entries) > self._max:
-                    old, _ = self._entries.popitem(last=False)
-                    self._build_locks.pop(old, None)
-            return index
+                build.waiters -= 1
+                if not build.waiters:
+                    self._building.pop(scope, None)
+
+    def _build(self, scope: Scope, version: str) -> ScopeIndex:
+        """The index of `scope`, built unless another request built it meanwhile (the scope's
+        build lock held)."""
+        hit = self._lookup(scope, version)
+        if hit is not None:
+            return hit
+        version = self._store.version(scope)
+        index = ScopeIndex(
+            scope,
+            version,
+            self._store.entities(scope),
+            self._store.facts(scope),
+            fact_bm25_b=self._fact_bm25_b,
+        )
+        if not index.entities and not index.facts:
+            return index  # unknown or empty scopes never evict a real one
+        with self._lock:
+            self.builds += 1
+            self._entries[scope] = index
+            self._entries.move_to_end(scope)
+            while len(self._entries) > self._max:
+                self._entries.popitem(last=False)
+        return index
 
     def _lookup(self, scope: Scope, version: str) -> ScopeIndex | None:
         with self._lock:
@@ -294,9 +309,8 @@ class ScopeIndexCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-            self._build_locks.clear()
 
     def footprint(self) -> tuple[int, int]:
-        """(indexes held, build locks held): both at most `max_scopes` between requests."""
+        """(indexes held, scopes being built): at most `max_scopes` and 0 between requests."""
         with self._lock:
-            return len(self._entries), len(self._build_locks)
+            return len(self._entries), len(self._building)

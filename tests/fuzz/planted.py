@@ -210,16 +210,19 @@ def scan(haystack: str, secrets: Iterable[Secret]) -> list[Secret]:
     if decoded != haystack:
         texts.append(decoded)
     marks: dict[str, set[int]] = {}
+    found: set[int] = set()
     for number, secret in enumerate(secrets):
         for mark in secret.marks:
-            marks.setdefault(mark, set()).add(number)
+            if mark:
+                marks.setdefault(mark, set()).add(number)
+            else:
+                found.add(number)  # an empty mark is in every text, as `in` says
     if not marks:
-        return []
+        return [s for number, s in enumerate(secrets) if number in found]
     automaton = ahocorasick.Automaton()
     for mark, numbers in marks.items():
         automaton.add_word(mark, numbers)
     automaton.make_automaton()
-    found: set[int] = set()
     for text in texts:
         for _end, numbers in automaton.iter(text):
             found |= numbers

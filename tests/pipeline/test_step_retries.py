@@ -8,6 +8,7 @@ import ast
 import errno
 from pathlib import Path
 
+import polars as pl
 import pytest
 from dagster import (
     AssetsDefinition,
@@ -17,7 +18,7 @@ from dagster import (
     RetryPolicy,
     define_asset_job,
 )
-from deltalake.exceptions import CommitFailedError
+from deltalake.exceptions import CommitFailedError, DeltaError, SchemaMismatchError
 
 from assets.partitions import scope_partitions
 from assets.retries import STEP_RETRY, is_transient
@@ -28,6 +29,7 @@ from resources.configurable import ExtractionModelResource, GraphStoreResource
 from resources.fs import StorageError
 from resources.graph.base import GraphStoreError
 from resources.models.base import ModelError
+from resources.tables import TableStore
 from resources.vector.base import VectorStoreError
 from schemas.scope import Scope
 from tests.pipeline.conftest import FACTS, INGEST, make_resources, run_assets
@@ -146,9 +148,16 @@ def test_a_bug_fails_the_step_at_once_naming_its_error(
 @pytest.mark.parametrize(
     ("error", "transient"),
     [
-        (CommitFailedError("a concurrent transaction won"), True),
+        # the table store retried the commit itself (CONFLICT_RETRIES)
+        (CommitFailedError("a concurrent transaction won"), False),
         (OSError(errno.EIO, "input/output error"), True),
         (OSError("Generic S3 error: connection closed"), True),
+        (StorageError("s3://bucket/tables", None, "Generic S3 error: sending request"), True),
+        # polars and delta-rs name the OS error in the message
+        (pl.exceptions.ComputeError("failed to write (os error 5)"), True),
+        (DeltaError("Failed to write: No space left on device (os error 28)"), False),
+        (OSError("Read-only file system (os error 30)"), False),
+        (SchemaMismatchError("Cannot cast schema, number of fields does not match"), False),
         (ConnectionResetError(errno.ECONNRESET, "reset by peer"), True),
         (TimeoutError("timed out"), True),
         (StorageError("/data/x", errno.EIO, "I/O error"), True),
@@ -175,16 +184,58 @@ def _name(node: ast.expr) -> str:
 
 
 def test_every_asset_function_retries_transient_failures_only() -> None:
-    """The rule is applied where the assets are defined, so a new asset cannot miss it."""
+    """The rule is applied where the assets and their IO manager are defined, so a new asset
+    cannot miss it."""
     missing, found = [], 0
-    for path in sorted((ROOT / "assets").glob("*.py")):
+    for path in [*sorted((ROOT / "assets").glob("*.py")), ROOT / "pipelines" / "io.py"]:
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.FunctionDef):
                 continue
             names = [_name(d) for d in node.decorator_list]
-            if ASSET_DECORATORS & set(names):
+            io = path.name == "io.py" and node.name in ("handle_output", "load_input")
+            if io or ASSET_DECORATORS & set(names):
                 found += 1
                 # Innermost, so it wraps the function itself.
                 if names[-1] != "retry_transient_only":
                     missing.append(f"{path.name}:{node.name}")
-    assert found >= 10 and not missing, missing
+    assert found >= 12 and not missing, missing
+
+
+def test_a_table_write_that_cannot_succeed_fails_at_once(
+    instance, landing: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rule covers the IO manager too: the step policy applies to the whole step."""
+
+    def mismatched(self, asset, frames, **_kwargs):
+        raise SchemaMismatchError("Cannot cast schema, number of fields does not match")
+
+    monkeypatch.setattr(TableStore, "write_tenants", mismatched)
+    result = execute(instance, make_resources(landing, data_dir), "ingest_job")
+    assert not result.success
+    assert retries(result) == 0
+    (failure,) = [e for e in result.all_events if e.is_step_failure]
+    assert "SchemaMismatchError" in str(failure.step_failure_data.error)
+
+
+def test_a_table_write_hit_by_an_io_error_is_retried(
+    instance, landing: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write = TableStore.write_tenants
+    calls: list[str] = []
+
+    def flaky(self, asset, frames, **kwargs):
+        calls.append(asset)
+        if len(calls) == 1:
+            raise pl.exceptions.ComputeError("failed to write a data file (os error 5)")
+        return write(self, asset, frames, **kwargs)
+
+    monkeypatch.setattr(TableStore, "write_tenants", flaky)
+    fast = define_asset_job(
+        "turns_job",
+        selection=AssetSelection.assets("raw_turns", "turn_rejects", "landing_files"),
+        partitions_def=scope_partitions,
+        op_retry_policy=RetryPolicy(max_retries=STEP_RETRY.max_retries, delay=0.01),
+    )
+    result = execute(instance, make_resources(landing, data_dir), "turns_job", job=fast)
+    assert result.success
+    assert retries(result) == 1

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -109,5 +111,58 @@ def test_the_scope_cache_stays_bounded_however_many_scopes_are_asked_for(
         assert cache.get(Scope("org", f"repo{i}")).facts
     for i in range(500):  # unknown scopes: nothing to hold, and nothing held for them
         assert not cache.get(Scope("nobody", f"repo{i}")).facts
-    assert cache.footprint() == (8, 8)
+    assert cache.footprint() == (8, 0)
     assert cache.builds == 20
+
+
+class _SlowEmptyStore:
+    """A store that holds nothing and takes its time, or fails, and counts its builds."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.inflight = self.peak = 0
+        self.fail = fail
+        self._lock = threading.Lock()
+
+    def version(self, scope) -> str:
+        return "v0"
+
+    def entities(self, scope) -> list:
+        if self.fail:
+            raise RuntimeError("store timed out")
+        with self._lock:
+            self.inflight += 1
+            self.peak = max(self.peak, self.inflight)
+        time.sleep(0.02)
+        with self._lock:
+            self.inflight -= 1
+        return []
+
+    def facts(self, scope) -> list:
+        return []
+
+
+def test_concurrent_requests_for_one_scope_build_it_once_at_a_time() -> None:
+    from schemas.scope import Scope
+
+    store = _SlowEmptyStore()
+    cache = ScopeIndexCache(store, max_scopes=8)  # type: ignore[arg-type]
+    scope = Scope("acme", "api")
+    threads = [
+        threading.Thread(target=lambda: [cache.get(scope) for _ in range(5)]) for _ in range(16)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert store.peak == 1
+    assert cache.footprint() == (0, 0)
+
+
+def test_a_build_that_fails_leaves_nothing_behind() -> None:
+    from schemas.scope import Scope
+
+    cache = ScopeIndexCache(_SlowEmptyStore(fail=True), max_scopes=8)  # type: ignore[arg-type]
+    for i in range(100):
+        with pytest.raises(RuntimeError):
+            cache.get(Scope(f"t{i}", "api"))
+    assert cache.footprint() == (0, 0)
