@@ -147,3 +147,20 @@ def test_a_tenant_run_records_it(env) -> None:
     landing, data = env
     assert ran(run_all(str(landing), str(data), tenants=["globex/ml"])) == ["globex/ml"]
     assert ran(run_all(str(landing), str(data))) == ["acme/api", "initech/core"]
+
+
+def test_the_cli_says_what_it_runs_and_all_runs_every_tenant(env, capsys) -> None:
+    from pipelines.cli import main
+
+    landing, data = env
+    args = ["run", "--landing", str(landing), "--data", str(data)]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert "3 tenant(s) with something to do, 0 up to date" in err and "--all" in err
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert "0 tenant(s) with something to do, 3 up to date" in err
+    assert "memflow run: 0 tenant(s), 1 run(s)" in out and "nothing to do" in out
+    assert main([*args, "--all"]) == 0
+    out, err = capsys.readouterr()
+    assert "memflow run: 3 tenant(s), 1 run(s)" in out
