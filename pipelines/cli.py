@@ -124,14 +124,36 @@ def _run(args: argparse.Namespace) -> int:
         cfg["MEMFLOW_DATA_DIR"],
         progress=terminal_progress(),
         tenants=args.tenant or None,
+        all_tenants=args.all,
     )
     for problem in outcome.problems:
         print(f"landing zone: {shown(problem)}", file=sys.stderr)
-    if not outcome.tenants:
+    if not outcome.tenants and not outcome.up_to_date:
         for failure in outcome.failures:  # the survey's
             print(shown(failure.line(outcome.dagster_home)))
         print(f"no tenants found under {shown(cfg['MEMFLOW_LANDING_DIR'])}", file=sys.stderr)
         return 1
+    if not args.tenant:
+        print(
+            f"memflow run: {len(outcome.tenants)} tenant(s) with something to do, "
+            f"{len(outcome.up_to_date)} up to date"
+            + ("" if args.all else " (`memflow run --all` runs every tenant)"),
+            file=sys.stderr,
+        )
+    if not outcome.tenants:
+        for failure in outcome.failures:  # the survey's
+            print(shown(failure.line(outcome.dagster_home)))
+        print(
+            f"memflow run: 0 tenant(s), {outcome.runs} run(s), {outcome.seconds:.2f} s "
+            "(nothing to do: the survey ran with no tenant)"
+        )
+        if outcome.failures:
+            return 1
+        if args.question is not None:
+            question = args.question or SAMPLE_QUESTION
+            tenant = _scope(args.recall_tenant) if args.recall_tenant else outcome.up_to_date[0]
+            return _recall_print(cfg, tenant, question, ranking="auto", as_of=None, as_json=False)
+        return 0
     tables = open_tables(cfg)
     rows = tenant_summaries(tables, outcome.tenants)
     _attach_store_counts(rows, outcome.tenants, cfg)
@@ -589,6 +611,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="materialize every asset for every tenant found")
     _common(p, landing=True)
     p.add_argument("--tenant", action="append", help="only this ORG/REPO (repeatable)")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="run every tenant (default: only those with a changed landing directory, never "
+        "completed, or run under other models, code or settings)",
+    )
     p.add_argument(
         "--recall",
         dest="question",

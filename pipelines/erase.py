@@ -68,6 +68,7 @@ def erase_tenant(
                 ("vectors", lambda: _vectors(cfg, scope, apply)),
                 ("graph", lambda: _graph(cfg, scope, apply)),
                 ("dagster", lambda: _dagster(instance, scope, apply, shared_runs, problems)),
+                ("up to date", lambda: _up_to_date(cfg, scope, apply)),
             ]
             for name, step in steps:
                 try:
@@ -102,6 +103,16 @@ def _blocks_from(instance: Any, key: str) -> list[int]:
     if key not in ordered:
         return []
     return list(range(ordered.index(key) // BLOCK_SIZE, (len(ordered) - 1) // BLOCK_SIZE + 1))
+
+
+def _up_to_date(cfg, scope: Scope, apply: bool) -> dict[str, int]:
+    """The tenant's entry in `memflow run`'s record (`pipelines.up_to_date`): a re-landed
+    tenant runs again whatever its files' listing."""
+    from pipelines import up_to_date
+
+    if apply:
+        up_to_date.update(cfg.data_dir, forget=[scope.key])
+    return {}
 
 
 def _landing(root: Path, scope: Scope, apply: bool, problems: list[str]) -> dict[str, int]:

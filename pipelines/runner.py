@@ -26,18 +26,21 @@ from dagster import DagsterInstance
 
 from assets.partitions import TENANTS
 from memflow import landing
-from pipelines import location
+from pipelines import location, up_to_date
 from pipelines.batches import (
     BLOCK_TAG,
+    MAX_GAP,
     MAX_TENANTS,
     SOURCE_TAG,
     batch_ranges,
+    range_keys,
     run_tags,
     split_range,
 )
 from pipelines.instance import ensure_instance_config
 from pipelines.jobs import SURVEY
 from pipelines.progress import watch_run
+from pipelines.sensors import listing_digest
 from resources.tables import TableStore
 from schemas.scope import Scope
 from schemas.tables import Asset
@@ -61,9 +64,10 @@ class PartitionFailure:
 
 @dataclass
 class RunOutcome:
-    tenants: list[Scope]
+    tenants: list[Scope]  # the tenants that had something to do (and ran)
     runs: int
     seconds: float
+    up_to_date: list[Scope] = field(default_factory=list)  # found, skipped (pipelines.up_to_date)
     problems: list[str] = field(default_factory=list)
     failures: list[PartitionFailure] = field(default_factory=list)
     dagster_home: str = ""
@@ -152,6 +156,19 @@ def _problems(data_dir: str) -> list[str]:
     return [landing.problem_line(row) for row in frame.iter_rows(named=True)]
 
 
+def _completed(
+    data_dir: str,
+    ordered: list[str],
+    first: str,
+    last: str,
+    digests: dict[str, str],
+    current: str,
+) -> None:
+    """Record the tenants of a range whose tenant steps all succeeded."""
+    keys = range_keys(ordered, first, last)
+    up_to_date.update(data_dir, done={k: digests[k] for k in keys if k in digests}, current=current)
+
+
 def run_all(
     landing_dir: str,
     data_dir: str,
@@ -159,7 +176,10 @@ def run_all(
     progress: Callable[[str], None] | None = None,
     tenants: list[str] | None = None,
     max_tenants_per_run: int = MAX_TENANTS,
+    all_tenants: bool = False,
 ) -> RunOutcome:
+    """Run the tenants of the landing zone. `tenants`: only those; otherwise the tenants with
+    something to do (`pipelines.up_to_date`), or every tenant with `all_tenants`."""
     started = time.perf_counter()
     say = progress or (lambda _msg: None)
     quiet_dagster()
@@ -167,9 +187,19 @@ def run_all(
     os.environ.setdefault(EVENT_BATCH_ENV, EVENT_BATCH_SIZE)
     instance = instance_for(data_dir)
     home = os.environ["DAGSTER_HOME"]
-    found = landing.discover(Path(landing_dir))
-    scopes = [s for s in found if tenants is None or s.key in tenants]
-    outcome = RunOutcome(scopes, 0, 0.0, dagster_home=home)
+    listings, _ = landing.zone_listing(Path(landing_dir))
+    # The listings' digests, taken before any range runs: a file landing mid-run leaves the
+    # tenant's recorded digest stale, so the next run picks it up again.
+    digests = {s.key: listing_digest(listed) for s, listed in listings.items()}
+    chosen = [s for s in listings if tenants is None or s.key in tenants]
+    current = up_to_date.fingerprint()
+    skipped: list[Scope] = []
+    if tenants is None and not all_tenants:
+        due = set(up_to_date.to_do(digests, up_to_date.load(data_dir), current))
+        skipped = [s for s in chosen if s.key not in due]
+        chosen = [s for s in chosen if s.key in due]
+    scopes = chosen
+    outcome = RunOutcome(scopes, 0, 0.0, up_to_date=skipped, dagster_home=home)
     if not scopes:
         survey = location.execute("survey_job", instance, run_config=QUIET, tags=CLI_TAGS)
         outcome.runs, outcome.failures = 1, _survey_failures(survey)
@@ -181,10 +211,22 @@ def run_all(
     instance.add_dynamic_partitions(TENANTS, [s.key for s in scopes if s.key not in known])
 
     ordered = instance.get_dynamic_partitions(TENANTS)
-    # A subset of tenants never touches the others: no gaps inside a range.
-    gap = 0 if tenants is not None else len(ordered)
+    # A subset of tenants never touches the others: no gaps inside a range. Tenants with
+    # something to do among up-to-date ones: short gaps are run along (rerunning an unchanged
+    # tenant changes nothing), so scattered changes stay a few runs.
+    if tenants is not None:
+        gap = 0
+    elif skipped:
+        gap = MAX_GAP
+    else:
+        gap = len(ordered)
     queue = batch_ranges(
         ordered, [s.key for s in scopes], max_tenants=max_tenants_per_run, max_gap=gap
+    )
+    # Before anything runs: no entry for a tenant this run touches, so a failed or killed
+    # range leaves its tenants to run again.
+    up_to_date.update(
+        data_dir, forget={k for first, last in queue for k in range_keys(ordered, first, last)}
     )
     total = len(scopes)
     job = "run_job"  # the first range with the survey; then ingest_job
@@ -198,12 +240,15 @@ def run_all(
         outcome.runs += 1
         surveyed, job = job == "run_job", "ingest_job"
         if result.success:
+            _completed(data_dir, ordered, first, last, digests, current)
             continue
         if surveyed:
             outcome.failures.extend(_survey_failures(result))
             if _failed_steps(result).keys() <= SURVEY_STEPS:
                 if _held_back(result):  # a tenant step waited on a failed observation
                     queue.insert(0, (first, last))  # rerun as ingest_job, without the survey
+                else:
+                    _completed(data_dir, ordered, first, last, digests, current)
                 continue
         halves = split_range(ordered, first, last)
         if halves:
