@@ -68,8 +68,11 @@ def is_transient(exc: BaseException) -> bool:
     if code is not None:
         return code in TRANSIENT_ERRNOS
     # An OSError without a number is how the object store's errors reach us (directly, or
-    # wrapped in a StorageError).
-    return isinstance(exc, OSError)
+    # wrapped in a StorageError); its subclasses (PermissionError, FileNotFoundError...) say
+    # what is wrong even without one.
+    from resources.fs import StorageError
+
+    return type(exc) in (OSError, StorageError)
 
 
 def _final(exc: Exception) -> Failure:

@@ -163,6 +163,7 @@ def test_a_bug_fails_the_step_at_once_naming_its_error(
         (StorageError("/data/x", errno.EIO, "I/O error"), True),
         (StorageError("/data/x", errno.ENOSPC, "no space left on device"), False),
         (PermissionError(errno.EACCES, "permission denied"), False),
+        (PermissionError("landing zone not readable"), False),  # no errno
         (FileNotFoundError(errno.ENOENT, "no such file"), False),
         (ModelError("model endpoint http://127.0.0.1:9 failed after 4 attempts"), False),
         (GraphStoreError("cannot reach gremlin server (after 5 attempts)"), False),
