@@ -377,12 +377,13 @@ def test_f15_a_file_that_keeps_changing_is_skipped_and_reported(
     path = land(root, "a.jsonl", [turn(i) for i in range(50)])
     real_read = landing_files._Source.read
 
-    touched: set[int] = set()
+    # The sources themselves, held: an id of a collected one can come back for the next.
+    touched: list[landing_files._Source] = []
 
     def always_append(self: landing_files._Source, n: int = 1 << 20) -> bytes:
         data = real_read(self, n)
-        if id(self) not in touched:  # once per attempt: the file changes under every read
-            touched.add(id(self))
+        if not any(s is self for s in touched):  # once per attempt: it changes under every read
+            touched.append(self)
             with open(path, "ab") as fh:
                 fh.write(body([turn(5000 + len(touched))]))
         return data
