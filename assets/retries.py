@@ -15,10 +15,11 @@ cause).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from dagster import Backoff, Failure, RetryPolicy, RetryRequested
@@ -75,8 +76,18 @@ def is_transient(exc: BaseException) -> bool:
     return type(exc) in (OSError, StorageError)
 
 
-def _final(exc: Exception) -> Failure:
-    return Failure(description=f"{type(exc).__name__}: {exc}", allow_retries=False)
+@contextlib.contextmanager
+def _judged() -> Iterator[None]:
+    """Raises what the block raised if it is transient, or what the asset itself said (a
+    Failure, RetryRequested); anything else as a Failure that allows no retry."""
+    try:
+        yield
+    except (Failure, RetryRequested):
+        raise
+    except Exception as exc:
+        if is_transient(exc):
+            raise
+        raise Failure(description=f"{type(exc).__name__}: {exc}", allow_retries=False) from exc
 
 
 def retry_transient_only(fn: F) -> F:
@@ -86,26 +97,14 @@ def retry_transient_only(fn: F) -> F:
 
         @functools.wraps(fn)
         def generator(*args: Any, **kwargs: Any) -> Any:
-            try:
+            with _judged():
                 return (yield from fn(*args, **kwargs))
-            except (Failure, RetryRequested):
-                raise  # the asset said what it wants
-            except Exception as exc:
-                if is_transient(exc):
-                    raise
-                raise _final(exc) from exc
 
         return generator  # type: ignore[return-value]
 
     @functools.wraps(fn)
     def function(*args: Any, **kwargs: Any) -> Any:
-        try:
+        with _judged():
             return fn(*args, **kwargs)
-        except (Failure, RetryRequested):
-            raise  # the asset said what it wants
-        except Exception as exc:
-            if is_transient(exc):
-                raise
-            raise _final(exc) from exc
 
     return function  # type: ignore[return-value]
