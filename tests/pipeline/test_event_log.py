@@ -434,8 +434,43 @@ def test_the_kept_partition_listing_follows_every_change_by_any_process(tmp_path
         listed.append("not/stored")  # the caller's copy, not the kept listing
         assert ours.get_dynamic_partitions(name) == ["a/x", "e/v", "d/w"]
         assert ours.get_dynamic_partitions("other") == []
+        ours.add_dynamic_partitions(name, ["f/u"])  # its own engine's commit
+        assert ours.get_dynamic_partitions(name) == ["a/x", "e/v", "d/w", "f/u"]
+        plain.delete_dynamic_partition(name, "a/x")  # Dagster's own storage
+        plain.add_dynamic_partitions(name, ["a/x"])
+        assert ours.get_dynamic_partitions(name) == plain.get_dynamic_partitions(name)
+        assert ours.get_dynamic_partitions(name) == ["e/v", "d/w", "f/u", "a/x"]
     finally:
         for storage in (ours, other, plain):
+            storage.dispose()
+
+
+def test_a_listing_with_no_commit_since_reads_no_keys(tmp_path: Path, monkeypatch) -> None:
+    """Calls with no commit to the index in between (a step's per-tenant metadata calls) cost
+    one `PRAGMA data_version` each, not a read of every key; the first call after any commit
+    reads the keys again."""
+    ours = LocalSqliteEventLogStorage(str(tmp_path / "runs"))
+    other = LocalSqliteEventLogStorage(str(tmp_path / "runs"))
+    name = "tenants"
+    statements: list[str] = []
+    read_index = LocalSqliteEventLogStorage._read_index
+
+    def counted(self, sql, params):
+        statements.append(sql)
+        return read_index(self, sql, params)
+
+    monkeypatch.setattr(LocalSqliteEventLogStorage, "_read_index", counted)
+    try:
+        other.add_dynamic_partitions(name, [f"org/r{i}" for i in range(50)])
+        assert len(ours.get_dynamic_partitions(name)) == 50
+        statements.clear()
+        for _ in range(20):
+            assert len(ours.get_dynamic_partitions(name)) == 50
+        assert statements and all(s.startswith("PRAGMA data_version") for s in statements)
+        other.add_dynamic_partitions(name, ["org/new"])
+        assert ours.get_dynamic_partitions(name)[-1] == "org/new"
+    finally:
+        for storage in (ours, other):
             storage.dispose()
 
 
