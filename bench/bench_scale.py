@@ -85,12 +85,28 @@ def env_for(landing: Path, data: Path) -> dict[str, str]:
 class TreeSampler(threading.Thread):
     """The peak RSS of every process of a tree (psutil, every `interval` s), by pid."""
 
-    def __init__(self, pid: int, interval: float = 0.2) -> None:
+    def __init__(self, pid: int, interval: float = 0.2, log: Path | None = None) -> None:
         super().__init__(daemon=True)
-        self.pid, self.interval = pid, interval
+        self.pid, self.interval, self.log = pid, interval, log
         self.peaks: dict[int, dict[str, Any]] = {}
         self.peak_sum = 0
+        # The tree's peak while each tenant block's run was the last one started (from the
+        # progress lines `memflow run` writes to its log: "run <id> ... block N ...: started").
+        self.block_peaks: dict[int, int] = {}
+        self._block: int | None = None
+        self._log_at = 0
         self.stop = threading.Event()
+
+    def _follow_log(self) -> None:
+        if self.log is None:
+            return
+        with contextlib.suppress(OSError), self.log.open("rb") as f:
+            f.seek(self._log_at)
+            text = f.read().decode("utf-8", "replace")
+            end = text.rfind("\n") + 1
+            self._log_at += len(text[:end].encode())
+            for m in _BLOCK_STARTED.finditer(text[:end]):
+                self._block = int(m.group(1))
 
     def run(self) -> None:
         import psutil
@@ -117,6 +133,9 @@ class TreeSampler(threading.Thread):
                 if rss > self.peaks[p.pid]["rss"]:
                     self.peaks[p.pid]["rss"] = rss
             self.peak_sum = max(self.peak_sum, total)
+            self._follow_log()
+            if self._block is not None:
+                self.block_peaks[self._block] = max(self.block_peaks.get(self._block, 0), total)
             self.stop.wait(self.interval)
 
     def report(self) -> dict[str, Any]:
@@ -127,6 +146,9 @@ class TreeSampler(threading.Thread):
                 {"cmd": p["cmd"], "peak_rss_mib": round(p["rss"] / 2**20, 1)} for p in procs[:8]
             ],
             "peak_tree_rss_mib": round(self.peak_sum / 2**20, 1),
+            "peak_tree_rss_mib_by_block": {
+                str(b): round(v / 2**20, 1) for b, v in sorted(self.block_peaks.items())
+            },
         }
 
 
@@ -136,7 +158,7 @@ def measured(cmd: list[str], env: dict[str, str], cwd: Path, log: Path) -> dict[
     with log.open("w") as out:
         started = time.perf_counter()
         proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
-        sampler = TreeSampler(proc.pid)
+        sampler = TreeSampler(proc.pid, log=log)
         sampler.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
@@ -216,6 +238,7 @@ def dagster_counts(data: Path, after: float) -> dict[str, Any]:
     return json.loads(m.group(1))
 
 
+_BLOCK_STARTED = re.compile(r"^run \w+ .*?block (\d+)\b.*: started$", re.MULTILINE)
 _STEP = re.compile(r"^run (\w+) .*?block (\d+) .*?: (\w+) done at ([\d.]+) s$", re.MULTILINE)
 
 
@@ -275,6 +298,9 @@ def one_size(
               f"({got['cpu_s_per_tenant'] * 1000:.1f} ms CPU/tenant), peak tree RSS "
               f"{got['peak_tree_rss_mib']:.0f} MiB, runs {len(d.get('runs', []))}, events "
               f"{d.get('events')}, load {got['load_avg']}", flush=True)  # fmt: skip
+        if got.get("peak_tree_rss_mib_by_block"):
+            print(f"[{n}] {label}: peak tree RSS MiB by block "
+                  f"{got['peak_tree_rss_mib_by_block']}", flush=True)  # fmt: skip
 
     # 1. first ingest
     since = time.time() - 1
