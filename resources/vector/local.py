@@ -187,6 +187,34 @@ def _read(path: Path, scope: Scope, dim: int) -> _Scoped:
     return _Scoped(_stamp(st), ids, hashes, matrix, st.st_size)
 
 
+def _count(path: Path, scope: Scope, dim: int) -> int:
+    """What `_read(path, scope, dim).rows` says, reading the file's footer and its tenant_id
+    and ns columns only (not the vectors: a count of every tenant's files stays cheap). Those
+    two columns are checked as `_read` checks them; the others are not read (a search, or
+    `ids`, reads and checks them)."""
+    try:
+        source = pa.OSFile(str(path))
+    except FileNotFoundError:
+        return 0
+    try:
+        with source:
+            reader = pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(included_fields=[0, 1]))
+            scope_columns = pa.schema(list(_schema(dim))[:2])
+            if not reader.schema.equals(scope_columns):
+                expected = ", ".join(f"{f.name}: {f.type}" for f in scope_columns)
+                raise pa.ArrowInvalid(f"its columns are not {expected}")
+            table = reader.read_all()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError, AttributeError) as err:
+        raise VectorStoreError(
+            f"vector file {path} cannot be read ({err}); remove it and run "
+            "`memflow vectors rebuild` to write it again from the embedding ledger"
+        ) from err
+    if _only(table["tenant_id"], scope.tenant_id) and _only(table["ns"], scope.ns):
+        return table.num_rows
+    tenants, nss = table["tenant_id"].to_pylist(), table["ns"].to_pylist()
+    return sum((t, n) == (scope.tenant_id, scope.ns) for t, n in zip(tenants, nss, strict=True))
+
+
 def _remove(path: Path) -> None:
     """Remove a scope's file (its writer's lock held) and its tenant's folder once empty."""
     path.unlink(missing_ok=True)
@@ -492,6 +520,18 @@ class LocalVectorStore(VectorStore):
             rows = self._loaded(model, dim, scope).rows
             if rows:
                 out[model] = (dim, rows)
+        return out
+
+    def models_many(self, scopes: Sequence[Scope]) -> dict[Scope, dict[str, tuple[int, int]]]:
+        """Counted from each file's footer and scope columns, the vectors unread and nothing
+        added to the search cache."""
+        wanted = list(dict.fromkeys(_check_scope(s) for s in scopes))
+        out: dict[Scope, dict[str, tuple[int, int]]] = {s: {} for s in wanted}
+        for model, dim in sorted(self._model_names().values()):
+            for scope in wanted:
+                rows = _count(self.path(model, scope), scope, dim)
+                if rows:
+                    out[scope][model] = (dim, rows)
         return out
 
     def close(self) -> None:

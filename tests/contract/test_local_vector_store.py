@@ -172,9 +172,13 @@ def test_a_damaged_file_fails_naming_it_and_the_way_out(tmp_path: Path) -> None:
     fresh = LocalVectorStore(tmp_path)
     with pytest.raises(VectorStoreError, match=r"payments\..*cannot be read.*vectors rebuild"):
         fresh.nearest("m", SCOPE, E1)
+    with pytest.raises(VectorStoreError, match=r"payments\..*cannot be read.*vectors rebuild"):
+        fresh.models_many([SCOPE])
     path.write_bytes(b"")
     with pytest.raises(VectorStoreError, match="cannot be read"):
         fresh.ids("m", SCOPE)
+    with pytest.raises(VectorStoreError, match="cannot be read"):
+        fresh.models_many([SCOPE])
 
 
 def _write_ipc(path: Path, table: pa.Table) -> None:
@@ -233,6 +237,7 @@ def test_rows_of_another_scope_in_a_file_are_never_answered(tmp_path: Path) -> N
     assert [h.entity_id for h in reader.nearest("m", SCOPE, E1, min_cosine=-1.0)] == ["mine"]
     assert reader.ids("m", SCOPE) == {"mine": "h"}
     assert reader.models(SCOPE) == {"m": (4, 1)}
+    assert reader.models_many([SCOPE]) == {SCOPE: {"m": (4, 1)}}  # counted from two columns
 
 
 def test_scopes_differing_in_case_never_share_a_file(tmp_path: Path) -> None:
@@ -300,6 +305,7 @@ def test_reading_ids_keeps_nothing_in_the_search_cache(tmp_path: Path) -> None:
     for scope in scopes:
         store.upsert("m", 4, scope, [("a", "h", E1)])
     assert store.ids_many("m", scopes) == {s: {"a": "h"} for s in scopes}
+    assert store.models_many(scopes) == {s: {"m": (4, 1)} for s in scopes}
     assert len(store.cache) == 0 and store.cache.bytes == 0
     store.nearest("m", scopes[0], E1)
     assert len(store.cache) == 1

@@ -218,6 +218,31 @@ def test_a_column_added_to_the_layout_reads_back_null_for_old_rows(
     )
 
 
+def test_read_columns_reads_what_read_many_reads_in_one_scan(
+    store: TableStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memflow status` reads a few columns of every tenant at once: the same rows and values
+    as reading tenant by tenant, a file written before a column existed reading null."""
+    monkeypatch.setitem(TABLES, Asset.ENTITIES, {k: v for k, v in ENTITIES.items() if k != "types"})
+    store.write_table(entities(A, 2).drop("types"), Asset.ENTITIES, A)  # an older version
+    monkeypatch.setitem(TABLES, Asset.ENTITIES, ENTITIES)
+    store.write_tenants(Asset.ENTITIES, {B: entities(B, 3), C: entities(C, 1)})
+    nobody = Scope("nobody", "here")
+
+    got = store.read_columns(Asset.ENTITIES, [A, B, nobody], ["name", "types"])
+
+    assert got.columns == ["tenant_id", "ns", "name", "types"]
+    one_by_one = pl.concat(
+        [df.select(got.columns) for df in store.read_many(Asset.ENTITIES, [A, B]).values()]
+    )
+    assert got.sort("ns", "name").equals(one_by_one.sort("ns", "name"))
+    assert got.height == 5 and got.filter(pl.col("ns") == A.ns)["types"].null_count() == 2
+    assert C.tenant_id not in got["tenant_id"].to_list()  # a tenant not asked for
+    never = store.read_columns(Asset.QUARANTINE, [A], ["reason"])  # a table never written
+    assert never.is_empty() and never.columns == ["tenant_id", "ns", "reason"]
+    assert store.read_columns(Asset.ENTITIES, [], ["name"]).is_empty()
+
+
 # --------------------------------------------------------------------- versions, history
 
 
