@@ -1,14 +1,15 @@
 """`memflow status` and the CLI's run summary: per tenant, table rows, the two balances, rejects
 by reason, what each store holds, embedding coverage and, when asked, store-equals-table.
 
-What every tenant gets is read in bulk: row counts from the Delta logs, the few columns the
-balances need in one scan of each table (`TableStore.read_columns`), the graph's and the vector
-store's counts in grouped reads (`counts_many`, `models_many`). That stays fast at 10,000
-tenants (BENCHMARKS.md, "Tenants at scale"). Whether each store holds exactly its tables' rows
-(ids and content) is a comparison per tenant that costs ~10 ms each: it runs with `verify`
-(`memflow status --verify`, and for the tenants named with `--tenant`); without it a store is
-reported "not verified", never equal. Counts that differ are a difference all the same, so a
-store whose counts disagree with its tables is flagged without verifying.
+What every tenant gets is read in bulk: row counts from the Delta logs, the figures the
+balances need from the small tables the writes record them in (`TableStore.figures`), the
+graph's and the vector store's counts in grouped reads (`counts_many`, `models_many`). That
+stays fast at 10,000 tenants (BENCHMARKS.md, "Tenants at scale"). Whether each store holds
+exactly its tables' rows (ids and content) is a comparison per tenant that costs ~15 ms each:
+it runs with `verify` (`memflow status --verify`, and for the tenants named with `--tenant`);
+without it a store is reported "not verified", never equal. Counts that differ are a
+difference all the same, so a store whose counts disagree with its tables is flagged without
+verifying.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import polars as pl
 
 from resources.settings import Settings
 from resources.tables import TableStore, open_tables
-from schemas.rules import SEVERITY_WARNING
 from schemas.scope import Scope
 from schemas.tables import TABLES, Asset, conform, empty
 
@@ -28,7 +28,6 @@ from schemas.tables import TABLES, Asset, conform, empty
 # memory at once.
 STATUS_CHUNK = 200
 _BALANCE = ("triples_in", "facts_stored", "facts_new", "merged", "rejects")
-_KEY = ["tenant_id", "ns"]
 
 Progress = Callable[[int, int], None]
 
@@ -51,9 +50,10 @@ def tenant_summaries(
     rows: dict[str, dict[Scope, int]] | None = None,
 ) -> list[dict[str, Any]]:
     """`tenant_summary` of many tenants: row counts from the tables' logs (`rows`, the
-    `rows_per_tenant` of every table, when the caller has them) and one scan of each table
-    whose columns a balance needs, for all of them. `facts_summaries`:
-    `tables.summaries(validated_facts)` when the caller has it."""
+    `rows_per_tenant` of every table, when the caller has them) and the figures recorded
+    beside the tables whose columns a balance needs (`TableStore.figures`: one small table
+    each, not every tenant's files). `facts_summaries`: `tables.summaries(validated_facts)`
+    when the caller has it."""
     if facts_summaries is None:
         facts_summaries = tables.summaries(Asset.VALIDATED_FACTS)
     counted = (
@@ -65,19 +65,16 @@ def tenant_summaries(
     )
     n = {a: rows[a] if rows is not None else tables.rows_per_tenant(a, scopes) for a in counted}
     awaiting = awaiting_per_tenant(tables, scopes)
-    lines = _grouped(
-        tables.read_columns(Asset.LANDING_FILES, scopes, ["records"]),
-        pl.col("records").sum(),
-    )
-    rejects = _rejects(tables, scopes)
+    lines = tables.figures(Asset.LANDING_FILES, scopes)
+    quarantined = tables.figures(Asset.QUARANTINE, scopes)
     out = []
     for scope in scopes:
-        pair = (scope.tenant_id, scope.ns)
-        lines_in = int(lines.get(pair) or 0)
+        lines_in = lines[scope]["records"]
         turns, landing_rejects = n[Asset.RAW_TURNS][scope], n[Asset.TURN_REJECTS][scope]
         last = facts_summaries.get(scope.key, {})
         triples = {k: last.get(k, 0) for k in _BALANCE}
-        total, warnings, by_reason, warned = rejects.get(pair, (0, 0, {}, {}))
+        q = quarantined[scope]
+        total, warnings = q["rows"], q["warnings"]
         out.append(
             {
                 "tenant": scope.key,
@@ -96,45 +93,22 @@ def tenant_summaries(
                 "entities": n[Asset.ENTITIES][scope],
                 "rejects": total - warnings,
                 "warnings": warnings,
-                "rejects_by_reason": by_reason,
-                "warnings_by_reason": warned,
+                "rejects_by_reason": _by_reason(q, "reject:"),
+                "warnings_by_reason": _by_reason(q, "warning:"),
                 "text_turns_awaiting_extraction": awaiting.get(scope, 0),
             }
         )
     return out
 
 
-def _grouped(df: pl.DataFrame, value: pl.Expr) -> dict[tuple[str, str], Any]:
-    """(tenant_id, ns) -> `value` aggregated over the tenant's rows of `df`."""
-    got = df.group_by(_KEY).agg(value.alias("value"))
-    return {(o, r): v for o, r, v in got.iter_rows()}
-
-
-def _rejects(
-    tables: TableStore, scopes: list[Scope]
-) -> dict[tuple[str, str], tuple[int, int, dict[str, int], dict[str, int]]]:
-    """(tenant_id, ns) -> (quarantined rows, of them warnings, rejects by reason, warnings by
-    reason), from one scan of the quarantine table."""
-    q = tables.read_columns(Asset.QUARANTINE, scopes, ["reason", "severity"])
-    warning = pl.col("severity") == SEVERITY_WARNING
-    totals = q.group_by(_KEY).agg(pl.len().alias("rows"), warning.sum().alias("warnings"))
-    reasons: dict[bool, dict[tuple[str, str], dict[str, int]]] = {False: {}, True: {}}
-    for is_warning, part in ((False, q.filter(~warning)), (True, q.filter(warning))):
-        counted = part.group_by([*_KEY, "reason"]).len().sort([*_KEY, "reason"])
-        for org, repo, reason, k in counted.iter_rows():
-            reasons[is_warning].setdefault((org, repo), {})[reason] = k
-    return {
-        (o, r): (rows, int(w or 0), reasons[False].get((o, r), {}), reasons[True].get((o, r), {}))
-        for o, r, rows, w in totals.iter_rows()
-    }
+def _by_reason(figures: dict[str, int], prefix: str) -> dict[str, int]:
+    return {k[len(prefix) :]: v for k, v in sorted(figures.items()) if k.startswith(prefix)}
 
 
 def awaiting_per_tenant(tables: TableStore, scopes: list[Scope]) -> dict[Scope, int]:
     """Text turns of each tenant that wait for an extractor: the extraction log's rows of the
-    model `none`, from one scan of its model column."""
-    log = tables.read_columns(Asset.EXTRACTION_LOG, scopes, ["model"])
-    waiting = _grouped(log, (pl.col("model") == "none").sum())
-    return {s: int(waiting.get((s.tenant_id, s.ns)) or 0) for s in scopes}
+    model `none` (recorded with each write of the log, `TableStore.figures`)."""
+    return {s: f["awaiting"] for s, f in tables.figures(Asset.EXTRACTION_LOG, scopes).items()}
 
 
 def awaiting_extraction(cfg: Settings) -> int:

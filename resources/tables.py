@@ -53,7 +53,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 
 from resources.fs import StorageError, as_storage_error
 from schemas.scope import Scope
-from schemas.tables import LANDING_PROBLEMS, PER_DAY, TABLES, Asset, conform
+from schemas.tables import FIGURES, LANDING_PROBLEMS, PER_DAY, TABLES, Asset, conform
 
 TABLES_DIR = "tables"
 PARTITION_BY = ("tenant_id", "ns")
@@ -454,50 +454,21 @@ class TableStore:
         return out
 
     def read_columns(self, asset: str, scopes: Iterable[Scope], columns: list[str]) -> pl.DataFrame:
-        """tenant_id, ns and `columns` (typed as the asset's layout) of every row of `scopes`,
-        the data files of all of them read in one scan: a report over every tenant reads a
-        table once, where tenant by tenant costs a plan and a schema read per file. A column a
-        file lacks comes back null. A table the scan cannot read file by file (deletion
-        vectors), or files the scan cannot read together, are read tenant by tenant."""
-        layout = TABLES.get(asset, {})
-        wanted = [c for c in dict.fromkeys(columns) if c not in PARTITION_BY]
-        schema = {"tenant_id": pl.String(), "ns": pl.String()}
-        schema |= {c: layout.get(c, pl.String()) for c in wanted}
-        scopes = list(dict.fromkeys(scopes))
-        uri = self.uri(asset)
-        snap = self._snapshot(uri)
-        if snap is None or not scopes:
-            return pl.DataFrame(schema=schema)
-        keys = pl.DataFrame(
-            [(s.tenant_id, s.ns) for s in scopes], schema=["tenant_id", "ns"], orient="row"
-        )
-        files = snap.files.join(keys, on=["tenant_id", "ns"])
-        if files.is_empty():
-            return pl.DataFrame(schema=schema)
-        if snap.plain:
-            try:
-                found = pl.scan_parquet(
-                    files["path"].to_list(),
-                    schema={c: schema[c] for c in wanted},
-                    missing_columns="insert",
-                    extra_columns="ignore",
-                    include_file_paths="_path",
-                    hive_partitioning=False,
-                    storage_options=self.storage_options or None,
-                ).collect()
-            except FileNotFoundError:  # vacuumed under the kept snapshot: read it anew
-                _SNAPSHOTS.forget(uri, self.storage_options)
-                return self.read_columns(asset, scopes, columns)
-            except pl.exceptions.PolarsError:
-                found = None  # files that disagree on a column's type
-            if found is not None:
-                paths = files.select(pl.col("path").alias("_path"), "tenant_id", "ns")
-                return found.join(paths, on="_path").select(list(schema))
-        frames = [
-            df.select(list(schema))
-            for df in self.read_many(asset, scopes, columns=[*PARTITION_BY, *wanted]).values()
-        ]
-        return pl.concat([pl.DataFrame(schema=schema), *frames], how="vertical_relaxed")
+        """tenant_id, ns and `columns` of every row of `scopes`, in one scan of their files
+        (`resources.table_figures.read_columns`)."""
+        from resources.table_figures import read_columns
+
+        return read_columns(self, asset, scopes, columns)
+
+    def file_index(self, asset: str) -> tuple[pl.DataFrame, bool] | None:
+        """The table's data files as this process last read its log (tenant_id, ns, path,
+        rows), and whether they read file by file (no deletion vectors); None: no table."""
+        snap = self._snapshot(self.uri(asset))
+        return None if snap is None else (snap.files, snap.plain)
+
+    def forget_snapshot(self, asset: str) -> None:
+        """Read the table's log anew at the next call (its files were vacuumed meanwhile)."""
+        _SNAPSHOTS.forget(self.uri(asset), self.storage_options)
 
     def _at(self, uri: str, version: int | None, as_of: datetime | None) -> _Snapshot | None:
         if version is None and as_of is None:
@@ -742,6 +713,10 @@ class TableStore:
             files = self.files_by_scope(asset, scopes, version=version)
             for scope, df in zip(scopes, kept, strict=True):
                 _DIGESTS.put(uri, scope, files.get(scope, ()), _digest(df))
+            if asset in FIGURES:
+                from resources.table_figures import record_figures
+
+                record_figures(self, asset, dict(zip(scopes, kept, strict=True)), files)
         return TableCommit(asset, uri, version, committed, rows, tuple(s.key for s in scopes))
 
     def _changed(self, asset: str, scopes: list[Scope], frames: list[pl.DataFrame]) -> list[int]:
@@ -1027,6 +1002,13 @@ class TableStore:
             .iter_rows()
         }
 
+    def figures(self, asset: str, scopes: Iterable[Scope]) -> dict[Scope, dict[str, int]]:
+        """Each tenant's figures of `asset` (`schemas.tables.FIGURES`) as its current files
+        hold them (`resources.table_figures.figures`)."""
+        from resources.table_figures import figures
+
+        return figures(self, asset, scopes)
+
     # ----------------------------------------------------------------------- maintenance
 
     def _known_tables(self, extra: Iterable[str] = ()) -> list[tuple[str, str]]:
@@ -1085,6 +1067,11 @@ class TableStore:
                     files_vacuumed=len(vacuumed),
                 )
             )
+        from resources.table_figures import refresh_figures
+
+        for asset in FIGURES:  # a compaction renames a tenant's files: record its figures anew
+            if (wanted is None or asset in wanted) and self.exists(asset):
+                refresh_figures(self, asset)
         return out
 
 

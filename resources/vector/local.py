@@ -4,6 +4,7 @@ Layout (one directory per model key, one file per scope)::
 
     <root>/<model-slug>-<hash>/model.json                 {"model": "...", "dim": 384}
     <root>/<model-slug>-<hash>/<org>/<repo>.<digest>.arrow
+    <root>/<model-slug>-<hash>/<org>/<repo>.<digest>.rows  its row count and stat (a count)
     <root>/.locks/<hash>.lock                             a scope file's write lock
 
 A scope's file is an uncompressed Arrow IPC file (Feather v2: pyarrow, polars and pandas read it
@@ -26,6 +27,12 @@ processes (the Dagster steps, the API's workers, the CLI) share the files, and a
 them is seen at the next call. (Read, not memory-mapped: a file truncated in place by another
 program would kill a process mapping it.) A query costs a stat and one single-threaded
 matrix-vector product (`bench/bench_vector_store.py`).
+
+Counting every tenant's vectors (`models_many`, what `memflow status` asks) reads the `.rows`
+file each write leaves beside its Arrow file: the rows it wrote and the stat of the file it
+made. Where that stat is the Arrow file's still, the count is exact without opening the Arrow
+file (~20 us against ~100 us a file); anywhere else (no `.rows` file, another stat: a file
+copied in, a write killed between the two) the Arrow file is counted.
 
 Isolation: the path is derived from the scope, every row carries tenant_id and ns, and rows of
 another scope in a file are dropped when it is loaded, so no search can answer them.
@@ -65,6 +72,7 @@ from schemas.records import VectorHit
 from schemas.scope import Scope
 
 SUFFIX = ".arrow"
+ROWS_SUFFIX = ".rows"
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 LOCK_TIMEOUT_S = 120.0
 LOCKS = ".locks"
@@ -215,9 +223,30 @@ def _count(path: Path, scope: Scope, dim: int) -> int:
     return sum((t, n) == (scope.tenant_id, scope.ns) for t, n in zip(tenants, nss, strict=True))
 
 
+def _recorded_rows(path: Path) -> int | None:
+    """The rows its writer recorded beside the file at `path`, where the file is still the one
+    it wrote (same stat); None otherwise (no file: 0)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return 0
+    with contextlib.suppress(OSError, ValueError):
+        rows, *stamp = (int(x) for x in path.with_suffix(ROWS_SUFFIX).read_text().split())
+        if tuple(stamp) == _stamp(st):
+            return rows
+    return None
+
+
+def _held_rows(path: Path, scope: Scope, dim: int) -> int:
+    """The scope's rows in the file at `path`: as recorded, else counted (`_count`)."""
+    rows = _recorded_rows(path)
+    return _count(path, scope, dim) if rows is None else rows
+
+
 def _remove(path: Path) -> None:
     """Remove a scope's file (its writer's lock held) and its tenant's folder once empty."""
     path.unlink(missing_ok=True)
+    path.with_suffix(ROWS_SUFFIX).unlink(missing_ok=True)
     with contextlib.suppress(OSError):  # another scope of the tenant still has a file
         path.parent.rmdir()
 
@@ -424,6 +453,9 @@ class LocalVectorStore(VectorStore):
             # the rename may be lost and the previous file stays, which the next sink's diff
             # (ids read from the file) finds and writes again.
             os.replace(tmp, path)
+            # what it wrote, for a count that opens no Arrow file (`_held_rows`)
+            stamp = " ".join(str(x) for x in _stamp(os.stat(path)))
+            path.with_suffix(ROWS_SUFFIX).write_text(f"{n} {stamp}\n")
         except OSError as err:
             tmp.unlink(missing_ok=True)
             raise VectorStoreError(f"cannot write {path}: {err}") from err
@@ -523,16 +555,36 @@ class LocalVectorStore(VectorStore):
         return out
 
     def models_many(self, scopes: Sequence[Scope]) -> dict[Scope, dict[str, tuple[int, int]]]:
-        """Counted from each file's footer and scope columns, the vectors unread and nothing
-        added to the search cache."""
+        """Counted from what each write recorded beside its file where the file is unchanged
+        since, else from the file's footer and scope columns; no vector read, nothing added
+        to the search cache."""
         wanted = list(dict.fromkeys(_check_scope(s) for s in scopes))
         out: dict[Scope, dict[str, tuple[int, int]]] = {s: {} for s in wanted}
         for model, dim in sorted(self._model_names().values()):
             for scope in wanted:
-                rows = _count(self.path(model, scope), scope, dim)
+                rows = _held_rows(self.path(model, scope), scope, dim)
                 if rows:
                     out[scope][model] = (dim, rows)
         return out
+
+    def record_counts(self, scopes: Sequence[Scope]) -> int:
+        """Write the `.rows` record beside every file of `scopes` that lacks a valid one (a
+        file written before records were kept, or by hand), each under its file's write lock;
+        returns how many were written. `memflow vectors rebuild` calls it."""
+        written = 0
+        for model, dim in sorted(self._model_names().values()):
+            for scope in dict.fromkeys(_check_scope(s) for s in scopes):
+                path = self.path(model, scope)
+                if not path.exists() or _recorded_rows(path) is not None:
+                    continue
+                with self._writing(path):
+                    if not path.exists():
+                        continue
+                    rows = _count(path, scope, dim)
+                    stamp = " ".join(str(x) for x in _stamp(os.stat(path)))
+                    path.with_suffix(ROWS_SUFFIX).write_text(f"{rows} {stamp}\n")
+                    written += 1
+        return written
 
     def close(self) -> None:
         self.cache.clear()

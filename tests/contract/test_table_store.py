@@ -243,6 +243,76 @@ def test_read_columns_reads_what_read_many_reads_in_one_scan(
     assert store.read_columns(Asset.ENTITIES, [], ["name"]).is_empty()
 
 
+def quarantined(scope: Scope, reasons: list[tuple[str, str | None]]) -> pl.DataFrame:
+    return conform(
+        pl.DataFrame(
+            {
+                "reject_id": [f"{scope.ns}-r{i}" for i in range(len(reasons))],
+                "tenant_id": [scope.tenant_id] * len(reasons),
+                "ns": [scope.ns] * len(reasons),
+                "reason": [r for r, _ in reasons],
+                "severity": [s for _, s in reasons],
+            }
+        ),
+        TABLES[Asset.QUARANTINE],
+    )
+
+
+def test_figures_are_recorded_with_each_write_and_trusted_only_for_its_files(
+    store: TableStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report over every tenant reads the figures each write recorded beside the table, not
+    every tenant's files; figures that do not name a tenant's current files (a write that died
+    between its two commits, a compaction) are made from the files, and maintenance records
+    them anew. A null severity reads as the column's default (an error), as a read fills it."""
+    import resources.table_figures as figures_mod
+
+    store.write_tenants(
+        Asset.QUARANTINE,
+        {
+            A: quarantined(A, [("bad_json", "error"), ("bad_json", None), ("late", "warning")]),
+            B: quarantined(B, [("late", "warning")]),
+        },
+    )
+    expected = {
+        A: {"rows": 3, "warnings": 1, "reject:bad_json": 2, "warning:late": 1},
+        B: {"rows": 1, "warnings": 1, "warning:late": 1},
+        C: {"rows": 0, "warnings": 0},  # never written
+    }
+    real_read = figures_mod.read_columns
+
+    def no_scan(*args: object, **kw: object) -> pl.DataFrame:
+        raise AssertionError("a tenant's files were read")
+
+    monkeypatch.setattr(figures_mod, "read_columns", no_scan)
+    assert store.figures(Asset.QUARANTINE, [A, B, C]) == expected
+
+    # figures naming files that are no longer A's: made from A's files (and only A's)
+    stale = {**expected[A], "rows": 99, figures_mod.FILES_KEY: 1}
+    store.record_summaries(Asset.QUARANTINE, {A: stale})
+    read: list[list[Scope]] = []
+
+    def counted(store_: TableStore, asset: str, scopes: list[Scope], columns: list[str]):
+        read.append(list(scopes))
+        return real_read(store_, asset, scopes, columns)
+
+    monkeypatch.setattr(figures_mod, "read_columns", counted)
+    assert store.figures(Asset.QUARANTINE, [A, B, C]) == expected and read == [[A]]
+    assert figures_mod.refresh_figures(store, Asset.QUARANTINE) == 1
+    read.clear()
+    assert store.figures(Asset.QUARANTINE, [A, B]) == {A: expected[A], B: expected[B]}
+    assert read == []
+
+    # a table written before figures were recorded: maintenance records them
+    store.record_summaries(Asset.QUARANTINE, {A: stale, B: stale})
+    store.maintain(retention_hours=0, tables=[Asset.QUARANTINE])
+    read.clear()
+    assert store.figures(Asset.QUARANTINE, [A, B, C]) == expected and read == []
+    # the write that removes a tenant's rows leaves it with the figures of no rows
+    store.write_table(quarantined(B, []), Asset.QUARANTINE, B)
+    assert store.figures(Asset.QUARANTINE, [B]) == {B: expected[C]} and read == []
+
+
 # --------------------------------------------------------------------- versions, history
 
 
