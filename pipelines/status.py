@@ -195,8 +195,19 @@ def system_status(cfg: Settings, awaiting: int | None = None) -> dict[str, Any]:
 
 
 def known_tenants(tables: TableStore) -> list[Scope]:
-    """Every tenant with turns or facts, in key order."""
-    found = set(tables.scopes(Asset.VALIDATED_FACTS)) | set(tables.scopes(Asset.RAW_TURNS))
+    """Every tenant with turns or facts, in key order (as `TableStore.scopes` of the two,
+    each pair made a scope once)."""
+    pairs: set[tuple[str, str]] = set()
+    for asset in (Asset.VALIDATED_FACTS, Asset.RAW_TURNS):
+        index = tables.file_index(asset)
+        if index is not None:
+            pairs.update(index[0].select("tenant_id", "ns").drop_nulls().unique().iter_rows())
+    found = []
+    for org, repo in pairs:
+        try:
+            found.append(Scope(org, repo))
+        except ValueError:  # not a name memflow writes: `scopes` leaves it out too
+            continue
     return sorted(found, key=lambda s: s.key)
 
 

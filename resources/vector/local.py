@@ -223,24 +223,31 @@ def _count(path: Path, scope: Scope, dim: int) -> int:
     return sum((t, n) == (scope.tenant_id, scope.ns) for t, n in zip(tenants, nss, strict=True))
 
 
-def _recorded_rows(path: Path) -> int | None:
-    """The rows its writer recorded beside the file at `path`, where the file is still the one
-    it wrote (same stat); None otherwise (no file: 0)."""
+def _recorded_rows(stem: str) -> int | None:
+    """The rows its writer recorded beside the file `<stem>.arrow`, where the file is still the
+    one it wrote (same stat); None otherwise (no file: 0). Plain `os` calls: it runs for every
+    file of every tenant (`models_many`)."""
     try:
-        st = os.stat(path)
+        st = os.stat(stem + SUFFIX)
     except FileNotFoundError:
         return 0
-    with contextlib.suppress(OSError, ValueError):
-        rows, *stamp = (int(x) for x in path.with_suffix(ROWS_SUFFIX).read_text().split())
-        if tuple(stamp) == _stamp(st):
-            return rows
-    return None
+    try:
+        fd = os.open(stem + ROWS_SUFFIX, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        rows, *stamp = (int(x) for x in os.read(fd, 256).split())
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    return rows if tuple(stamp) == _stamp(st) else None
 
 
-def _held_rows(path: Path, scope: Scope, dim: int) -> int:
-    """The scope's rows in the file at `path`: as recorded, else counted (`_count`)."""
-    rows = _recorded_rows(path)
-    return _count(path, scope, dim) if rows is None else rows
+def _held_rows(stem: str, scope: Scope, dim: int) -> int:
+    """The scope's rows in the file `<stem>.arrow`: as recorded, else counted (`_count`)."""
+    rows = _recorded_rows(stem)
+    return _count(Path(stem + SUFFIX), scope, dim) if rows is None else rows
 
 
 def _remove(path: Path) -> None:
@@ -560,9 +567,12 @@ class LocalVectorStore(VectorStore):
         to the search cache."""
         wanted = list(dict.fromkeys(_check_scope(s) for s in scopes))
         out: dict[Scope, dict[str, tuple[int, int]]] = {s: {} for s in wanted}
+        # `path` spelled out with strings: pathlib's objects cost more than the count
+        names = {s: f"{s.tenant_id}{os.sep}{s.ns}.{_scope_digest(s)}" for s in wanted}
         for model, dim in sorted(self._model_names().values()):
+            base = f"{self._model_dir(model)}{os.sep}"
             for scope in wanted:
-                rows = _held_rows(self.path(model, scope), scope, dim)
+                rows = _held_rows(base + names[scope], scope, dim)
                 if rows:
                     out[scope][model] = (dim, rows)
         return out
@@ -575,8 +585,8 @@ class LocalVectorStore(VectorStore):
         for model, dim in sorted(self._model_names().values()):
             for scope in dict.fromkeys(_check_scope(s) for s in scopes):
                 path = self.path(model, scope)
-                if not path.exists() or _recorded_rows(path) is not None:
-                    continue
+                if _recorded_rows(str(path.with_suffix(""))) is not None:
+                    continue  # recorded, or no file
                 with self._writing(path):
                     if not path.exists():
                         continue

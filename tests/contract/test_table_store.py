@@ -25,7 +25,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from resources.tables import TableStore
+from resources.tables import SUMMARIES_DIR, TableStore
 from schemas.scope import Scope
 from schemas.tables import ENTITIES, LANDING_PROBLEMS, TABLES, Asset, conform
 from tests.support import s3_server
@@ -305,7 +305,10 @@ def test_figures_are_recorded_with_each_write_and_trusted_only_for_its_files(
 
     # a table written before figures were recorded: maintenance records them
     store.record_summaries(Asset.QUARANTINE, {A: stale, B: stale})
+    monkeypatch.setattr(figures_mod, "REFRESH_CHUNK", 1)  # a commit each
+    before = store.version(f"{SUMMARIES_DIR}/{Asset.QUARANTINE}")
     store.maintain(retention_hours=0, tables=[Asset.QUARANTINE])
+    assert store.version(f"{SUMMARIES_DIR}/{Asset.QUARANTINE}") == before + 2
     read.clear()
     assert store.figures(Asset.QUARANTINE, [A, B, C]) == expected and read == []
     # the write that removes a tenant's rows leaves it with the figures of no rows
