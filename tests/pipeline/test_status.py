@@ -121,6 +121,26 @@ def test_the_default_counts_every_tenant_and_calls_no_store_equal(world: Path) -
     assert "stores equal tables: not verified (`memflow status --verify`" in text
 
 
+def test_the_default_opens_no_tenants_data_file_nor_vector_file(
+    world: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What makes it fast at 10,000 tenants: the balances' figures come from what each write
+    recorded beside its table, the vector counts from what each write recorded beside its
+    file; neither a tenant's Parquet files nor its Arrow files are opened."""
+    import resources.table_figures as figures
+    import resources.vector.local as local
+
+    before = status(settings(world))
+
+    def opened(*_: object, **__: object):
+        raise AssertionError("a tenant's file was opened")
+
+    monkeypatch.setattr(figures, "read_columns", opened)
+    monkeypatch.setattr(local, "_count", opened)
+    monkeypatch.setattr(local, "_read", opened)
+    assert status(settings(world)) == before
+
+
 def test_verify_compares_every_store_and_says_yes_when_equal(world: Path) -> None:
     fast = by_tenant(status(settings(world)))
     report = status(settings(world), verify=True)
