@@ -130,12 +130,12 @@ def _verified(report: dict[str, Any], t: dict[str, Any]) -> str:
             "not verified (`memflow status --verify` compares every tenant's stores with its "
             "tables; `--tenant ORG/REPO` one tenant's)"
         )
-    unequal = t["graph_not_equal"] + t.get("vectors_not_equal", 0)
-    return (
-        f"verified for {t['graph_verified']} tenants: "
-        + ("yes" if not unequal else f"graph NO for {t['graph_not_equal']}")
-        + (f", vectors NO for {t['vectors_not_equal']}" if t.get("vectors_not_equal") else "")
-    )
+    unequal = [
+        f"{what} NO for {n}"
+        for what, n in (("graph", t["graph_not_equal"]), ("vectors", t.get("vectors_not_equal", 0)))
+        if n
+    ]
+    return f"verified for {t['graph_verified']} tenants: " + (", ".join(unequal) or "yes")
 
 
 def format_tenant(t: dict[str, Any]) -> list[str]:

@@ -189,6 +189,7 @@ def test_a_changed_store_is_never_called_equal_and_verify_says_no(data: Path) ->
     assert "equals table: NO" in text and "vectors equal tables: NO" in text
     assert "changed entities 1" in text and "entities vectors: stale 1" in text
     assert "NEEDS ATTENTION: graph differs from its tables" in text
+    assert "stores equal tables: verified for 2 tenants: graph NO for 1, vectors NO for 1" in text
 
 
 def test_counts_that_differ_are_flagged_without_verifying(data: Path) -> None:
