@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pipelines.shown import shown
@@ -299,16 +300,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify_progress():
-    """Progress of a long verification on stderr (at most every 2 s), so stdout stays the
-    report."""
+def _verify_progress(clock: Callable[[], float] | None = None) -> Callable[[int, int], None]:
+    """Progress of a long verification on stderr (every 2 s at most, and the end once
+    anything was printed), so stdout stays the report."""
     import time
 
-    started = time.monotonic()
+    clock = clock or time.monotonic
+    started = clock()
     last = [started, False]  # when last printed, whether anything was
 
     def progress(done: int, total: int) -> None:
-        now = time.monotonic()
+        now = clock()
         if now - last[0] < 2.0 and not (done == total and last[1]):
             return
         last[:] = [now, True]

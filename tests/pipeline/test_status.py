@@ -309,3 +309,23 @@ def test_a_tenant_without_any_table_row_counts_zero(world: Path) -> None:
     assert acc["lines_in"] == acc["turns"] == acc["facts"] == 0 and acc["lines_accounted"]
     assert acc["rejects_by_reason"] == {} and acc["text_turns_awaiting_extraction"] == 0
     assert TableStore(world).read_columns(Asset.QUARANTINE, [nobody], ["reason"]).is_empty()
+
+
+def test_a_long_verification_reports_progress_on_stderr(capsys: pytest.CaptureFixture) -> None:
+    from pipelines.cli import _verify_progress
+
+    clock = iter([0.0, 1.0, 2.5, 3.0, 5.4])  # the start, then one reading a call
+    progress = _verify_progress(lambda: next(clock))
+    progress(200, 1000)  # 1 s in: too soon
+    progress(400, 1000)  # 2.5 s: said
+    progress(600, 1000)  # 0.5 s after the last: too soon
+    progress(1000, 1000)  # the end, once something was said
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "memflow status: verified 400 of 1000 tenants' stores (2 s)",
+        "memflow status: verified 1000 of 1000 tenants' stores (5 s)",
+    ]
+    quiet = _verify_progress(iter([0.0, 0.5]).__next__)
+    quiet(2, 2)  # a short verification says nothing
+    assert capsys.readouterr().err == ""
