@@ -55,7 +55,6 @@ def rebuild_vectors(
     from resources.vector.ledger import EmbeddingLedger
     from resources.vector.legacy import drop_legacy as drop
     from resources.vector.legacy import find_legacy, stop_legacy_server
-    from resources.vector.local import LocalVectorStore
     from schemas.tables import Asset
 
     data_dir = cfg.data_dir
@@ -76,13 +75,12 @@ def rebuild_vectors(
                     report.unchanged += r.unchanged
                     if kind in done.mismatches:
                         report.unequal.append(f"{done.scope.key} {r.model}")
-        if isinstance(store, LocalVectorStore):
-            counted = store.record_counts(scopes)
-            if counted:
-                report.notes.append(
-                    f"recorded the vector count of {counted} file(s) written before counts "
-                    "were kept (what `memflow status` reads)"
-                )
+        counted = store.record_counts(scopes)
+        if counted:
+            report.notes.append(
+                f"recorded the vector count of {counted} file(s) written before counts were "
+                "kept (what `memflow status` reads)"
+            )
     stopped = stop_legacy_server(data_dir)
     if stopped is not None:
         report.notes.append(f"stopped the Milvus Lite server of an earlier memflow (pid {stopped})")

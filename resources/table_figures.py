@@ -12,7 +12,9 @@ scale"): seconds for a report. Two remedies, both used by `memflow status`:
   they were made from. Delta never edits a file in place, so figures whose digest names the
   tenant's current files are exact; any other tenant's (a write that died between its two
   commits, a compaction, a table written before figures were recorded) are made from its
-  files. `TableStore.maintain` records those anew.
+  files. A write records them also for the tenants it leaves as they were, where none are
+  recorded (a table written before figures were kept), and `TableStore.maintain` records
+  every missing one.
 """
 
 from __future__ import annotations
@@ -111,6 +113,30 @@ def record_figures(
         asset,
         {s: {**made(df), FILES_KEY: files_digest(files.get(s, ()))} for s, df in written.items()},
     )
+
+
+def record_missing(store: TableStore, asset: str, unchanged: Mapping[Scope, pl.DataFrame]) -> int:
+    """Record the figures of tenants a write left as they were (`unchanged`: their rows, as
+    stored) where none name their files, so a table written before figures were kept gets
+    them at its next run; returns how many were recorded."""
+    index = store.file_index(asset)
+    if index is None or not index[1]:
+        return 0  # no table; or deletion vectors, under which no figure is trusted
+    files = store.files_by_scope(asset, list(unchanged))
+    held = {s: df for s, df in unchanged.items() if files.get(s)}
+    if not held:
+        return 0
+    recorded = store.summaries(asset)
+    made = FIGURES[asset][1]
+    todo = {}
+    for scope, df in held.items():
+        digest = files_digest(files[scope])
+        if recorded.get(scope.key, {}).get(FILES_KEY) != digest:
+            todo[scope] = {**made(df), FILES_KEY: digest}
+    scopes = list(todo)
+    for start in range(0, len(scopes), REFRESH_CHUNK):
+        store.record_summaries(asset, {s: todo[s] for s in scopes[start : start + REFRESH_CHUNK]})
+    return len(todo)
 
 
 def figures(store: TableStore, asset: str, scopes: Iterable[Scope]) -> dict[Scope, dict[str, int]]:

@@ -699,6 +699,11 @@ class TableStore:
             rows[scope.key] = df.height
         uri = self.uri(asset)
         changed = self._changed(asset, [s for s, _ in items], parts)
+        if asset in FIGURES and len(changed) < len(items):
+            from resources.table_figures import record_missing
+
+            same = set(range(len(items))) - set(changed)
+            record_missing(self, asset, {items[i][0]: parts[i] for i in sorted(same)})
         if not changed:
             return TableCommit(asset, uri, self.version(asset), False, rows)
         scopes = [items[i][0] for i in changed]

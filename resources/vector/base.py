@@ -151,6 +151,11 @@ class VectorStore(ABC):
         reading the vectors where it can; the default asks scope by scope."""
         return {scope: self.models(scope) for scope in dict.fromkeys(scopes)}
 
+    def record_counts(self, scopes: Sequence[Scope]) -> int:
+        """Record what `models_many` reads for `scopes` where it is missing (a store that keeps
+        counts beside its data; a server counts itself: nothing to do). Returns how many."""
+        return 0
+
     @abstractmethod
     def delete_scope(self, scope: Scope) -> None:
         """Remove the scope's vectors of every model."""

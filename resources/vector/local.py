@@ -580,7 +580,8 @@ class LocalVectorStore(VectorStore):
     def record_counts(self, scopes: Sequence[Scope]) -> int:
         """Write the `.rows` record beside every file of `scopes` that lacks a valid one (a
         file written before records were kept, or by hand), each under its file's write lock;
-        returns how many were written. `memflow vectors rebuild` calls it."""
+        returns how many were written. The vector sink and `memflow vectors rebuild` call it
+        for the tenants they synced (a file equal to the ledger is not rewritten)."""
         written = 0
         for model, dim in sorted(self._model_names().values()):
             for scope in dict.fromkeys(_check_scope(s) for s in scopes):

@@ -303,6 +303,15 @@ def test_figures_are_recorded_with_each_write_and_trusted_only_for_its_files(
     assert store.figures(Asset.QUARANTINE, [A, B]) == {A: expected[A], B: expected[B]}
     assert read == []
 
+    # a write that leaves A as it was records A's missing figures (an earlier directory's
+    # next run), committing nothing to the table itself
+    store.record_summaries(Asset.QUARANTINE, {A: stale})
+    version = store.version(Asset.QUARANTINE)
+    store.write_table(store.read(Asset.QUARANTINE, A), Asset.QUARANTINE, A)
+    assert store.version(Asset.QUARANTINE) == version
+    read.clear()
+    assert store.figures(Asset.QUARANTINE, [A]) == {A: expected[A]} and read == []
+
     # a table written before figures were recorded: maintenance records them
     store.record_summaries(Asset.QUARANTINE, {A: stale, B: stale})
     monkeypatch.setattr(figures_mod, "REFRESH_CHUNK", 1)  # a commit each
