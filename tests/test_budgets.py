@@ -20,7 +20,7 @@ MODULE_BUDGET = 900
 FUNCTION_BUDGET = 80
 
 # Over budget today, with the size each may keep at most. Only ever lowered or removed.
-MODULES_OVER: dict[str, int] = {"resources/tables.py": 1079}
+MODULES_OVER: dict[str, int] = {}
 FUNCTIONS_OVER: dict[str, int] = {
     "memflow/facts.py::build_facts": 176,
     "pipelines/cli.py::build_parser": 175,
