@@ -24,7 +24,6 @@ MODULES_OVER: dict[str, int] = {}
 FUNCTIONS_OVER: dict[str, int] = {
     "memflow/facts.py::build_facts": 176,
     "recall/service.py::RecallService.recall": 121,
-    "pipelines/up.py::up": 121,
     "pipelines/runner.py::run_all": 91,
     "pipelines/ingest_worker.py::worker_main": 89,
     "schemas/triples.py::items_to_triples": 87,
