@@ -143,16 +143,15 @@ def test_the_internals_guard_sees_what_it_guards(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------- OS plumbing in one module
 
-# fcntl, /proc and os.replace live in resources/fs.py; the landing writer writes through
-# directory descriptors of its own (renameat), and the importers' landing sink is still a
-# second writer until it writes through it. The embedded vector store's segment writer
-# (helper "vectors", merged last) renames its own fsynced Arrow files: to move onto
-# resources.fs.atomic_write.
+# fcntl, /proc and os.replace live in resources/fs.py; the one landing writer (the importers',
+# the API's, MCP's and the hooks') writes through directory descriptors of its own (renameat)
+# and serialises a session's writers with flock. The embedded vector store locks through
+# resources.fs.file_lock but renames its own fsynced Arrow files: their temporary names carry
+# the scope's file name (an erase removes a killed writer's leftovers by it), which
+# resources.fs.atomic_write's do not.
 OS_PLUMBING_ALLOWED = {
     "resources/fs.py",
     "memflow/landing_writer.py",
-    "memflow/landing/writer.py",
-    "memflow/importers/common.py",
     "resources/vector/local.py",
 }
 OS_PLUMBING = {"fcntl", "/proc/", "os.replace"}
@@ -191,6 +190,26 @@ def test_os_plumbing_has_one_home() -> None:
             if used and rel not in OS_PLUMBING_ALLOWED:
                 leaks[rel] = sorted(used)
     assert not leaks, f"fcntl, /proc or os.replace outside resources/fs.py: {leaks}"
+
+
+def test_the_allowlists_name_only_modules_that_need_them() -> None:
+    """An allowlisted module that no longer uses what it was allowed (or is gone) leaves the
+    list: the lists only shrink."""
+    stale = [rel for rel in OS_PLUMBING_ALLOWED if not _plumbing_of(rel)]
+    stale += [
+        f"{rel}: {sorted(allowed - used)}"
+        for rel, allowed in INTERNALS_ALLOWED.items()
+        if not (used := _internals_of(rel)) or ("*" not in allowed and allowed - used)
+    ]
+    assert not stale
+
+
+def _plumbing_of(rel: str) -> set[str]:
+    return _plumbing(ROOT / rel) if (ROOT / rel).is_file() else set()
+
+
+def _internals_of(rel: str) -> set[str]:
+    return _internals(ROOT / rel) if (ROOT / rel).is_file() else set()
 
 
 def test_the_plumbing_guard_sees_what_it_guards(tmp_path: Path) -> None:
