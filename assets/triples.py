@@ -14,12 +14,9 @@ from dagster import (
     AssetOut,
     BackfillPolicy,
     Config,
-    DataVersion,
     MetadataValue,
-    ObserveResult,
     Output,
     multi_asset,
-    observable_source_asset,
 )
 from pydantic import Field, field_validator
 
@@ -40,25 +37,6 @@ from schemas.tables import Asset
 
 KNOWN_ENTITIES_IN_PROMPT = 200
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
-@observable_source_asset(
-    group_name="models",
-    description="The extraction model in use (MEMFLOW_EXTRACTOR, MEMFLOW_EXTRACTION_MODEL; "
-    "re-read from MEMFLOW_SETTINGS_FILE at each observation). A change marks extracted_triples "
-    "unsynced; materializing a tenant then re-extracts its text turns with the new model.",
-)
-@retry_transient_only
-def extraction_model(extraction: ExtractionModelResource) -> ObserveResult:
-    config = extraction.config()
-    return ObserveResult(
-        data_version=DataVersion(config.identity()),
-        metadata={
-            "provider": config.kind,
-            "model": config.identity(),
-            "settings_from": extraction.source(),
-        },
-    )
 
 
 class ExtractConfig(Config):
@@ -268,4 +246,4 @@ def _drop_extracted_text(storage: Storage, scope, turns: pl.DataFrame, log: pl.D
     )
 
 
-__all__ = ["ExtractConfig", "extracted_triples", "extraction_model"]
+__all__ = ["ExtractConfig", "extracted_triples"]
