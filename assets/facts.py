@@ -20,7 +20,6 @@ from assets.metadata import (
     contract_check,
     count_reasons,
     preview,
-    quarantine_contract_failures,
     run_scopes,
     stored_table,
     tenant_metadata,
@@ -30,7 +29,7 @@ from assets.retries import retry_transient_only
 from memflow.facts import FactsBuild, build_facts, tenant_quarantine
 from resources.configurable import Storage
 from schemas import rules
-from schemas.contracts import EntityContract, FactContract
+from schemas.contracts import EntityContract, FactContract, quarantine_contract_failures
 from schemas.rules import SEVERITY_WARNING
 from schemas.scope import Scope
 from schemas.tables import RETRACTION_REQUESTS, TRIPLES, Asset, conform
