@@ -20,19 +20,19 @@ from assets.metadata import (
     contract_check,
     count_reasons,
     preview,
-    quarantine_contract_failures,
     run_scopes,
     stored_table,
     tenant_metadata,
 )
 from assets.partitions import scope_partitions
 from assets.retries import retry_transient_only
-from memflow.facts import FactsBuild, build_facts
+from memflow.facts import FactsBuild, build_facts, tenant_quarantine
 from resources.configurable import Storage
 from schemas import rules
-from schemas.contracts import EntityContract, FactContract
+from schemas.contracts import EntityContract, FactContract, quarantine_contract_failures
 from schemas.rules import SEVERITY_WARNING
-from schemas.tables import QUARANTINE, RETRACTION_REQUESTS, TRIPLES, Asset, conform
+from schemas.scope import Scope
+from schemas.tables import RETRACTION_REQUESTS, TRIPLES, Asset, conform
 
 
 @multi_asset(
@@ -142,78 +142,23 @@ def validated_facts(
         spent, built = built_by[key]
         facts, fact_rejects = facts_ok[key], fact_rejects_by[key]
         entities, entity_rejects = entities_ok[key], entity_rejects_by[key]
-        quarantine = pl.concat(
-            [
-                conform(turn_rejects.get(key, pl.DataFrame()), QUARANTINE),
-                conform(extraction_rejects.get(key, pl.DataFrame()), QUARANTINE),
-                built.rejects,
-                fact_rejects,
-                entity_rejects,
-            ]
-        ).unique("reject_id", keep="first", maintain_order=True)
+        quarantine = tenant_quarantine(
+            [turn_rejects.get(key), extraction_rejects.get(key)],
+            built,
+            [fact_rejects, entity_rejects],
+        )
         facts_out[key], entities_out[key], quarantine_out[key] = facts, entities, quarantine
         merges_out[key] = built.merges
         retractions_out[key] = built.retractions
-        counts = built.counts
         if not built.balanced:
-            unbalanced[key] = counts
-        reasons = count_reasons(quarantine.filter(pl.col("severity") != SEVERITY_WARNING))
-        warnings = count_reasons(quarantine.filter(pl.col("severity") == SEVERITY_WARNING))
-        capped = bool(reasons.get(rules.Reason.FACT_CAP) or reasons.get(rules.Reason.ENTITY_CAP))
-        summaries[key] = {
-            "facts": facts.height,
-            "entities": entities.height,
-            "capped": int(capped),
-            **counts,
-            "contract_rejects": fact_rejects.height + entity_rejects.height,
-        }
-        tenant_metadata(
+            unbalanced[key] = built.counts
+        summaries[key] = _record_tenant(
             context,
-            Asset.VALIDATED_FACTS,
             scope,
-            {
-                **counts,
-                "rows_out": facts.height,
-                "superseded": built.superseded,
-                "retracted": built.retracted,
-                "retract_unknown": built.retract_unknown,
-                "rekeyed": MetadataValue.json(built.rekeyed),
-                "contract_rejects": fact_rejects.height,
-                # `rejects` above counts this step's triples; this is the tenant's whole
-                # quarantine (landing, extraction and validation), errors only.
-                "quarantine_by_reason": by_reason(reasons),
-                "cap_use": f"{facts.height}/{rules.MAX_FACTS_PER_REPO} facts, "
-                f"{entities.height}/{rules.MAX_ENTITIES_PER_REPO} entities",
-                "duration_s": round(spent + time.perf_counter() - started, 3),
-                "preview": preview(
-                    facts.sort("valid_from", descending=True),
-                    ["subject", "predicate", "object", "confidence", "valid_to", "session_id"],
-                ),
-            },
-        )
-        tenant_metadata(
-            context,
-            Asset.ENTITIES,
-            scope,
-            {
-                "rows_out": entities.height,
-                "new_entities": built.new_entities,
-                "contract_rejects": entity_rejects.height,
-                "preview": preview(entities, ["name", "aliases", "types"]),
-            },
-        )
-        tenant_metadata(
-            context,
-            Asset.QUARANTINE,
-            scope,
-            {
-                "rows_out": quarantine.height,
-                "rejects_by_reason": by_reason(reasons),
-                "warnings_by_reason": by_reason(warnings),
-                "preview": preview(
-                    quarantine, ["stage", "reason", "detail", "source_file", "line_no"]
-                ),
-            },
+            built,
+            (facts, entities, quarantine),
+            (fact_rejects, entity_rejects),
+            spent + time.perf_counter() - started,
         )
 
     tables.record_summaries(Asset.VALIDATED_FACTS, summaries)  # one commit for the run
@@ -232,6 +177,77 @@ def validated_facts(
         metadata={"unbalanced": MetadataValue.json(unbalanced)},
     )
     yield _cap_usage(tables.summaries(Asset.VALIDATED_FACTS))
+
+
+def _record_tenant(
+    context: AssetExecutionContext,
+    scope: Scope,
+    built: FactsBuild,
+    stored: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame],
+    contract_rejects: tuple[pl.DataFrame, pl.DataFrame],
+    seconds: float,
+) -> dict[str, int]:
+    """The tenant's metadata on its three tables (facts, entities, quarantine), and the
+    summary the cap check reads."""
+    facts, entities, quarantine = stored
+    fact_rejects, entity_rejects = contract_rejects
+    counts = built.counts
+    reasons = count_reasons(quarantine.filter(pl.col("severity") != SEVERITY_WARNING))
+    warnings = count_reasons(quarantine.filter(pl.col("severity") == SEVERITY_WARNING))
+    capped = bool(reasons.get(rules.Reason.FACT_CAP) or reasons.get(rules.Reason.ENTITY_CAP))
+    tenant_metadata(
+        context,
+        Asset.VALIDATED_FACTS,
+        scope,
+        {
+            **counts,
+            "rows_out": facts.height,
+            "superseded": built.superseded,
+            "retracted": built.retracted,
+            "retract_unknown": built.retract_unknown,
+            "rekeyed": MetadataValue.json(built.rekeyed),
+            "contract_rejects": fact_rejects.height,
+            # `rejects` above counts this step's triples; this is the tenant's whole
+            # quarantine (landing, extraction and validation), errors only.
+            "quarantine_by_reason": by_reason(reasons),
+            "cap_use": f"{facts.height}/{rules.MAX_FACTS_PER_REPO} facts, "
+            f"{entities.height}/{rules.MAX_ENTITIES_PER_REPO} entities",
+            "duration_s": round(seconds, 3),
+            "preview": preview(
+                facts.sort("valid_from", descending=True),
+                ["subject", "predicate", "object", "confidence", "valid_to", "session_id"],
+            ),
+        },
+    )
+    tenant_metadata(
+        context,
+        Asset.ENTITIES,
+        scope,
+        {
+            "rows_out": entities.height,
+            "new_entities": built.new_entities,
+            "contract_rejects": entity_rejects.height,
+            "preview": preview(entities, ["name", "aliases", "types"]),
+        },
+    )
+    tenant_metadata(
+        context,
+        Asset.QUARANTINE,
+        scope,
+        {
+            "rows_out": quarantine.height,
+            "rejects_by_reason": by_reason(reasons),
+            "warnings_by_reason": by_reason(warnings),
+            "preview": preview(quarantine, ["stage", "reason", "detail", "source_file", "line_no"]),
+        },
+    )
+    return {
+        "facts": facts.height,
+        "entities": entities.height,
+        "capped": int(capped),
+        **counts,
+        "contract_rejects": fact_rejects.height + entity_rejects.height,
+    }
 
 
 def _cap_usage(summaries: dict[str, dict[str, int]]) -> AssetCheckResult:

@@ -14,12 +14,9 @@ from dagster import (
     AssetOut,
     BackfillPolicy,
     Config,
-    DataVersion,
     MetadataValue,
-    ObserveResult,
     Output,
     multi_asset,
-    observable_source_asset,
 )
 from pydantic import Field, field_validator
 
@@ -32,31 +29,14 @@ from assets.metadata import (
 )
 from assets.partitions import scope_partitions
 from assets.retries import retry_transient_only
-from memflow.extract import ExtractionTables, extract_tenant
+from memflow.extract import ExtractionTables, TenantExtraction, extract_tenant
+from memflow.turns import drop_extracted_text
 from resources.configurable import ExtractionModelResource, Storage
+from schemas.scope import Scope
 from schemas.tables import Asset
 
 KNOWN_ENTITIES_IN_PROMPT = 200
 _DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
-@observable_source_asset(
-    group_name="models",
-    description="The extraction model in use (MEMFLOW_EXTRACTOR, MEMFLOW_EXTRACTION_MODEL; "
-    "re-read from MEMFLOW_SETTINGS_FILE at each observation). A change marks extracted_triples "
-    "unsynced; materializing a tenant then re-extracts its text turns with the new model.",
-)
-@retry_transient_only
-def extraction_model(extraction: ExtractionModelResource) -> ObserveResult:
-    config = extraction.config()
-    return ObserveResult(
-        data_version=DataVersion(config.identity()),
-        metadata={
-            "provider": config.kind,
-            "model": config.identity(),
-            "settings_from": extraction.source(),
-        },
-    )
 
 
 class ExtractConfig(Config):
@@ -156,7 +136,7 @@ def extracted_triples(
                 force_days=config.days(),
                 progress=context.log.debug,
             )
-            tables, report = done.tables, done.report
+            tables = done.tables
             triples_out[scope.key] = tables.triples
             rejects_out[scope.key] = tables.rejects
             log_out[scope.key] = tables.log
@@ -166,58 +146,7 @@ def extracted_triples(
                 awaiting[scope.key] = waiting
             if storage.retention_days == 0 and provider is not None:
                 yield from _drop_extracted_text(storage, scope, turns, tables.log)
-            tenant_metadata(
-                context,
-                Asset.EXTRACTED_TRIPLES,
-                scope,
-                {
-                    "turns": turns.height,
-                    "turns_extracted": done.todo_turns,
-                    "why": MetadataValue.json(done.reasons),
-                    "turns_dropped": done.dropped_turns,
-                    "rows_out": tables.triples.height,
-                    "new_triples": report.triples.height,
-                    "explicit_turns": report.explicit_turns,
-                    "retract_turns": report.retract_turns,
-                    "text_turns": report.text_turns,
-                    "awaiting_extraction": waiting,
-                    "model": identity,
-                    "model_calls": report.model_calls,
-                    "prompt_tokens": report.prompt_tokens,
-                    "completion_tokens": report.completion_tokens,
-                    "low_confidence_dropped": report.low_confidence_dropped,
-                    "rejects_by_reason": by_reason(report.rejects_by_reason),
-                    "duration_s": round(report.seconds, 3),
-                    "preview": preview(
-                        report.triples,
-                        ["subject", "predicate", "object", "confidence", "source", "turn_id"],
-                    ),
-                },
-            )
-            tenant_metadata(
-                context,
-                Asset.EXTRACTION_REJECTS,
-                scope,
-                {"rows_out": tables.rejects.height, "new_rejects": report.rejects.height},
-            )
-            tenant_metadata(
-                context,
-                Asset.EXTRACTION_LOG,
-                scope,
-                {"rows_out": tables.log.height, "model": identity},
-            )
-            tenant_metadata(
-                context,
-                Asset.RETRACTION_REQUESTS,
-                scope,
-                {
-                    "rows_out": tables.requests.height,
-                    "new_requests": report.requests.height,
-                    "preview": preview(
-                        report.requests, ["kind", "fact_id", "subject", "entity", "ts", "by"]
-                    ),
-                },
-            )
+            _record_tenant(context, scope, turns, done, identity, waiting)
     finally:
         if provider is not None:
             provider.close()
@@ -240,29 +169,81 @@ def extracted_triples(
     )
 
 
+def _record_tenant(
+    context: AssetExecutionContext,
+    scope: Scope,
+    turns: pl.DataFrame,
+    done: TenantExtraction,
+    identity: str,
+    waiting: int,
+) -> None:
+    """The tenant's metadata on the stage's four tables."""
+    tables, report = done.tables, done.report
+    tenant_metadata(
+        context,
+        Asset.EXTRACTED_TRIPLES,
+        scope,
+        {
+            "turns": turns.height,
+            "turns_extracted": done.todo_turns,
+            "why": MetadataValue.json(done.reasons),
+            "turns_dropped": done.dropped_turns,
+            "rows_out": tables.triples.height,
+            "new_triples": report.triples.height,
+            "explicit_turns": report.explicit_turns,
+            "retract_turns": report.retract_turns,
+            "text_turns": report.text_turns,
+            "awaiting_extraction": waiting,
+            "model": identity,
+            "model_calls": report.model_calls,
+            "prompt_tokens": report.prompt_tokens,
+            "completion_tokens": report.completion_tokens,
+            "low_confidence_dropped": report.low_confidence_dropped,
+            "rejects_by_reason": by_reason(report.rejects_by_reason),
+            "duration_s": round(report.seconds, 3),
+            "preview": preview(
+                report.triples,
+                ["subject", "predicate", "object", "confidence", "source", "turn_id"],
+            ),
+        },
+    )
+    tenant_metadata(
+        context,
+        Asset.EXTRACTION_REJECTS,
+        scope,
+        {"rows_out": tables.rejects.height, "new_rejects": report.rejects.height},
+    )
+    tenant_metadata(
+        context, Asset.EXTRACTION_LOG, scope, {"rows_out": tables.log.height, "model": identity}
+    )
+    tenant_metadata(
+        context,
+        Asset.RETRACTION_REQUESTS,
+        scope,
+        {
+            "rows_out": tables.requests.height,
+            "new_requests": report.requests.height,
+            "preview": preview(
+                report.requests, ["kind", "fact_id", "subject", "entity", "ts", "by"]
+            ),
+        },
+    )
+
+
 def _drop_extracted_text(storage: Storage, scope, turns: pl.DataFrame, log: pl.DataFrame):
     """Retention 0: a turn's text goes once its extraction is done (ids and hashes stay). This
     rewrites raw_turns, which another asset owns, so it is reported as a materialization of
     raw_turns with what changed."""
-    extracted = log.filter(pl.col("model") != "none").select("turn_key")
-    target = turns.join(extracted, on="turn_key", how="semi").filter(
-        pl.col("content").is_not_null()
-    )
-    if not target.height:
+    stripped, dropped = drop_extracted_text(turns, log)
+    if not dropped:
         return
-    stripped = turns.with_columns(
-        pl.when(pl.col("turn_key").is_in(target["turn_key"].implode()))
-        .then(pl.lit(None, dtype=pl.String))
-        .otherwise(pl.col("content"))
-        .alias("content")
-    )
     written = storage.tables().write_table(stripped, Asset.RAW_TURNS, scope)
     yield AssetMaterialization(
         asset_key=Asset.RAW_TURNS,
         partition=scope.key,
         description="retention 0: turn text dropped after extraction (ids and hashes kept)",
-        metadata={"turn_text_dropped": target.height, "delta_version": written.version},
+        metadata={"turn_text_dropped": dropped, "delta_version": written.version},
     )
 
 
-__all__ = ["ExtractConfig", "extracted_triples", "extraction_model"]
+__all__ = ["ExtractConfig", "extracted_triples"]

@@ -22,7 +22,6 @@ from assets.metadata import (
     contract_check,
     count_reasons,
     preview,
-    quarantine_contract_failures,
     run_scopes,
     stored_table,
     tenant_metadata,
@@ -31,7 +30,7 @@ from assets.partitions import scope_partitions
 from assets.retries import retry_transient_only
 from memflow.turns import Settled, TurnsUpdate, TurnTables, ingest_turns, new_turns, settle
 from resources.configurable import Storage
-from schemas.contracts import TurnContract
+from schemas.contracts import TurnContract, quarantine_contract_failures
 from schemas.scope import Scope
 from schemas.tables import Asset
 
@@ -90,7 +89,7 @@ def raw_turns(context: AssetExecutionContext, storage: Storage):
         )
         update = ingest_turns(storage.landing, scope, None, previous, now, window)
         read[scope.key] = (time.perf_counter() - started, previous, update)
-    # One validation for the run's new turns (assets.metadata.quarantine_contract_failures).
+    # One validation for the run's new turns (schemas.contracts.quarantine_contract_failures).
     fresh = {key: new_turns(previous, update) for key, (_, previous, update) in read.items()}
     _, quarantined = quarantine_contract_failures(fresh, TurnContract, "landing")
     settled: dict[str, Settled] = {}

@@ -189,7 +189,7 @@ def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
     """The whole pipeline through memflow's functions, no Dagster (runs in a child process),
     stage by stage over every tenant as the assets go. With `contracts`, each stage's rows go
     through the same pandera contracts the assets quarantine by
-    (`assets.metadata.quarantine_contract_failures`, the run's tenants as one frame: no Dagster
+    (`schemas.contracts.quarantine_contract_failures`, the run's tenants as one frame: no Dagster
     in it), so the turns, facts and entities stored are the ones
     `memflow run` stores for any input (the contract rejects themselves are not written here);
     without, contract-breaking rows would be stored (the baseline of earlier rounds)."""
@@ -242,7 +242,7 @@ def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
         function the assets quarantine with; its quarantine rows are not written here)."""
         if not contracts:
             return frames
-        from assets.metadata import quarantine_contract_failures
+        from schemas.contracts import quarantine_contract_failures
 
         t = time.perf_counter()
         good, _ = quarantine_contract_failures(

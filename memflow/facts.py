@@ -327,6 +327,23 @@ def build_facts(
     )
 
 
+def tenant_quarantine(
+    earlier: list[pl.DataFrame | None],
+    built: FactsBuild,
+    contract_rejects: list[pl.DataFrame],
+) -> pl.DataFrame:
+    """The tenant's whole quarantine after this stage: the rejects of the earlier stages
+    (landing and turns, extraction), then this build's, then the rows the contracts turned
+    away; a reject met twice is kept once, where it was first met."""
+    return pl.concat(
+        [
+            *(conform(df if df is not None else pl.DataFrame(), QUARANTINE) for df in earlier),
+            built.rejects,
+            *contract_rejects,
+        ]
+    ).unique("reject_id", keep="first", maintain_order=True)
+
+
 def _stated_turns(good: pl.DataFrame) -> pl.DataFrame:
     """fact_id, sources: the distinct (session_id, turn_id) of each fact's triples, in the
     statement order of `good` (already sorted), at most `MAX_FACT_SOURCES`."""

@@ -333,7 +333,7 @@ def recount(files: pl.DataFrame, turns: pl.DataFrame, rejects: pl.DataFrame) -> 
 def apply_retention(turns: pl.DataFrame, retention_days: int, now: datetime) -> pl.DataFrame:
     """Drop turn text older than `retention_days` (ids and hashes stay). -1 keeps everything.
 
-    0 is handled after extraction (text is needed until then), see `extracted_triples`.
+    0 is handled after extraction (text is needed until then): `drop_extracted_text`.
     """
     if retention_days <= 0 or turns.is_empty():
         return turns
@@ -343,11 +343,31 @@ def apply_retention(turns: pl.DataFrame, retention_days: int, now: datetime) -> 
     )
 
 
+def drop_extracted_text(turns: pl.DataFrame, log: pl.DataFrame) -> tuple[pl.DataFrame, int]:
+    """Retention 0: the turns with the text of every turn whose extraction is done (in the
+    extraction `log`) dropped, ids and hashes kept; and how many turns lost their text (0:
+    `turns` unchanged)."""
+    extracted = log.filter(pl.col("model") != "none").select("turn_key")
+    target = turns.join(extracted, on="turn_key", how="semi").filter(
+        pl.col("content").is_not_null()
+    )
+    if not target.height:
+        return turns, 0
+    stripped = turns.with_columns(
+        pl.when(pl.col("turn_key").is_in(target["turn_key"].implode()))
+        .then(pl.lit(None, dtype=pl.String))
+        .otherwise(pl.col("content"))
+        .alias("content")
+    )
+    return stripped, target.height
+
+
 __all__ = [
     "Settled",
     "TurnTables",
     "TurnsUpdate",
     "apply_retention",
+    "drop_extracted_text",
     "finish_rejects",
     "ingest_turns",
     "new_turns",

@@ -645,7 +645,22 @@ def build_parser() -> argparse.ArgumentParser:
         prog="memflow", description="Agent memory as a Dagster dataflow, with a recall API."
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_data_commands(sub)
+    _add_server_commands(sub)
+    _add_admin_commands(sub)
+    _add_agent_commands(sub)
+    _add_upkeep_commands(sub)
+    from pipelines.tables_cli import add_parser as add_tables_parser
 
+    add_tables_parser(sub, _common)
+    return parser
+
+
+_Subparsers = argparse._SubParsersAction
+
+
+def _add_data_commands(sub: _Subparsers) -> None:
+    """run, facts, rejects, status, recall: ingest and read a tenant's memory."""
     p = sub.add_parser("run", help="materialize every asset for every tenant found")
     _common(p, landing=True)
     p.add_argument("--tenant", action="append", help="only this ORG/REPO (repeatable)")
@@ -691,7 +706,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--verify",
         action="store_true",
         help="also compare every tenant's graph and vector store with its tables (ids and "
-        "content; ~10 ms a tenant, progress on stderr)",
+        "content; ~15 ms a tenant, progress on stderr)",
     )
     p.add_argument(
         "--tenant",
@@ -710,6 +725,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as-of", help="ISO-8601 instant (default: now)")
     p.set_defaults(func=cmd_recall)
 
+
+def _add_server_commands(sub: _Subparsers) -> None:
+    """serve, up, dev: the long-running processes."""
     p = sub.add_parser("serve", help="run the recall HTTP API")
     _common(p, landing=True)
     _api_options(p)
@@ -742,6 +760,22 @@ def build_parser() -> argparse.ArgumentParser:
     _dagster_options(p)
     p.set_defaults(func=cmd_dev)
 
+
+def _add_agent_commands(sub: _Subparsers) -> None:
+    """import, mcp, hook: what coding agents call."""
+    p = sub.add_parser("import", help="land agent transcripts (Claude Code, Codex) as turns")
+    _common(p, landing=True)
+    p.add_argument("agent", choices=["claude-code", "codex"])
+    p.add_argument("paths", nargs="+", help="session files or folders")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_import)
+
+    sub.add_parser("mcp", help="the MCP server (stdio; --http for streamable HTTP); see --help")
+    sub.add_parser("hook", help="agent session hooks (session-start, pre-compact, session-end)")
+
+
+def _add_admin_commands(sub: _Subparsers) -> None:
+    """erase, settings, keys: a tenant's data, the settings, the API keys."""
     p = sub.add_parser(
         "erase",
         help="erase everything memflow holds for a tenant (a dry run that reports what would "
@@ -789,16 +823,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--keys", help="API keys file")
     k.set_defaults(func=cmd_keys_remove)
 
-    p = sub.add_parser("import", help="land agent transcripts (Claude Code, Codex) as turns")
-    _common(p, landing=True)
-    p.add_argument("agent", choices=["claude-code", "codex"])
-    p.add_argument("paths", nargs="+", help="session files or folders")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_import)
 
-    sub.add_parser("mcp", help="the MCP server (stdio; --http for streamable HTTP); see --help")
-    sub.add_parser("hook", help="agent session hooks (session-start, pre-compact, session-end)")
-
+def _add_upkeep_commands(sub: _Subparsers) -> None:
+    """migrate, vectors: the data directory's housekeeping."""
     p = sub.add_parser(
         "migrate",
         help="migrate a data directory and Dagster instance of the tenant x day design",
@@ -826,11 +853,6 @@ def build_parser() -> argparse.ArgumentParser:
     from pipelines.vector_rebuild import add_parser as add_vectors_rebuild
 
     add_vectors_rebuild(vectors, _common, _settings, _scope)
-
-    from pipelines.tables_cli import add_parser as add_tables_parser
-
-    add_tables_parser(sub, _common)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

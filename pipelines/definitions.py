@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dagster import Definitions, in_process_executor
 
-from assets.embeddings import embedding_model, entity_embeddings, fact_embeddings
+from assets.embeddings import entity_embeddings, fact_embeddings
 from assets.facts import validated_facts
 from assets.landing import landing_problems
+from assets.models import embedding_model, extraction_model
 from assets.sinks import graph_sink, vector_sink
-from assets.triples import extracted_triples, extraction_model
+from assets.triples import extracted_triples
 from assets.turns import raw_turns
 from pipelines.catalog import with_catalog
 from pipelines.jobs import ingest_job, run_job, survey_job, tenant_job

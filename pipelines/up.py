@@ -311,54 +311,23 @@ def up(cfg: Settings, options: UpOptions, out: IO[str] | None = None) -> int:
     def say(line: str) -> None:
         print(line, file=out, flush=True)
 
-    from pipelines.settings import repository_of
-
-    repo = repository_of(cfg.landing_dir)
-    if repo is not None:
-        return _refuse(
-            f"the landing zone {cfg.landing_dir} holds files tracked by the git work tree "
-            f"{repo}: agents' turns would land where they can be committed; name a landing zone "
-            "outside it (the default is the state home's)",
-            err,
-        )
+    refusal = _refusal(cfg, options)
+    if refusal is not None:
+        return _refuse(refusal, err)
     home = cfg.home
-    for entry in state.running(home):
-        if entry.role == "up":
-            return _refuse(
-                f"memflow up is already running ({entry.describe()}, API {entry.api_url}, UI "
-                f"{entry.ui_url}); `memflow status` lists what runs",
-                err,
-            )
-    if options.api_port == options.ui_port:
-        return _refuse(
-            f"the API and the UI cannot share port {options.api_port} (--port / --ui-port)", err
-        )
-    for what, port in (("API", options.api_port), ("UI", options.ui_port)):
-        if not port_free(options.host, port):
-            return _refuse(
-                f"the {what} port {options.host}:{port} is in use (--port / --ui-port choose "
-                "others; `memflow status` lists memflow's processes)",
-                err,
-            )
     env = child_environment(cfg, options.settings_file)
     workspace = workspace_file(home)
     cwd, logs = workspace.parent, home / "logs"
     api_url = f"http://{state.url_host(options.host)}:{options.api_port}"
     ui_url = f"http://{state.url_host(options.host)}:{options.ui_port}"
     env["MEMFLOW_API_URL"] = api_url
-    serve = [sys.executable, "-m", "pipelines.cli", "serve", "--host", options.host]
-    serve += ["--port", str(options.api_port), "--ingest", options.ingest]
-    if options.ingest != "off":
-        serve.append("--warm-now")
-    if options.public_metrics:
-        serve.append("--public-metrics")
     stop = Stop()
     stop.install()
     children: list[Child] = []
     entry = None
     status = 0
     try:
-        children.append(start_child("api", serve, env, cwd, logs))
+        children.append(start_child("api", _serve_argv(options), env, cwd, logs))
         children.append(
             start_child("daemon", [str(BIN / "dagster-daemon"), "run", "-w", str(workspace)],
                         env, cwd, logs)
@@ -371,30 +340,8 @@ def up(cfg: Settings, options: UpOptions, out: IO[str] | None = None) -> int:
                 env, cwd, logs,
             )
         )  # fmt: skip
-        state.write_record(
-            home,
-            state.Record(
-                data_dir=str(cfg.data_dir),
-                landing_dir=str(cfg.landing_dir),
-                api_url=api_url,
-                ui_url=ui_url,
-                written_by="memflow up",
-                written_at=time.time(),
-            ),
-        )
-        entry = state.register(
-            home, "up", cfg.data_dir, cfg.landing_dir, api_url=api_url, ui_url=ui_url
-        )
-        say(f"memflow up (state home {shown(home)})")
-        say(f"  landing zone  {shown(cfg.landing_dir)}")
-        say(f"  data          {shown(cfg.data_dir)}")
-        say(f"  API           {api_url}   (keys: {shown(cfg.keys_file)})")
-        say(f"  Dagster UI    {ui_url}")
-        say(f"  logs          {shown(logs)}")
-        for line in extraction_lines(cfg):
-            say(f"  {line}")
-        for line in state.conflicts(state.running(home), str(cfg.data_dir), str(cfg.landing_dir)):
-            say(f"  WARNING: {shown(line)}")
+        entry = _register(cfg, api_url, ui_url)
+        _announce(say, cfg, api_url, ui_url, logs)
         exited = wait_ready(
             {
                 "API": lambda: _url_ok(f"{api_url}/healthz"),
@@ -424,6 +371,81 @@ def up(cfg: Settings, options: UpOptions, out: IO[str] | None = None) -> int:
             state.unregister(home, entry)
         say("memflow up: stopped")
     return status
+
+
+def _refusal(cfg: Settings, options: UpOptions) -> str | None:
+    """Why memflow up must not start here, or None."""
+    from pipelines.settings import repository_of
+
+    repo = repository_of(cfg.landing_dir)
+    if repo is not None:
+        return (
+            f"the landing zone {cfg.landing_dir} holds files tracked by the git work tree "
+            f"{repo}: agents' turns would land where they can be committed; name a landing zone "
+            "outside it (the default is the state home's)"
+        )
+    for entry in state.running(cfg.home):
+        if entry.role == "up":
+            return (
+                f"memflow up is already running ({entry.describe()}, API {entry.api_url}, UI "
+                f"{entry.ui_url}); `memflow status` lists what runs"
+            )
+    if options.api_port == options.ui_port:
+        return f"the API and the UI cannot share port {options.api_port} (--port / --ui-port)"
+    for what, port in (("API", options.api_port), ("UI", options.ui_port)):
+        if not port_free(options.host, port):
+            return (
+                f"the {what} port {options.host}:{port} is in use (--port / --ui-port choose "
+                "others; `memflow status` lists memflow's processes)"
+            )
+    return None
+
+
+def _serve_argv(options: UpOptions) -> list[str]:
+    """The recall API's command line (`memflow serve`)."""
+    serve = [sys.executable, "-m", "pipelines.cli", "serve", "--host", options.host]
+    serve += ["--port", str(options.api_port), "--ingest", options.ingest]
+    if options.ingest != "off":
+        serve.append("--warm-now")
+    if options.public_metrics:
+        serve.append("--public-metrics")
+    return serve
+
+
+def _register(cfg: Settings, api_url: str, ui_url: str) -> state.Registration:
+    """Write the state home's record of this memflow up (what `memflow status` and the
+    agents' clients read) and register it among the running processes."""
+    state.write_record(
+        cfg.home,
+        state.Record(
+            data_dir=str(cfg.data_dir),
+            landing_dir=str(cfg.landing_dir),
+            api_url=api_url,
+            ui_url=ui_url,
+            written_by="memflow up",
+            written_at=time.time(),
+        ),
+    )
+    return state.register(
+        cfg.home, "up", cfg.data_dir, cfg.landing_dir, api_url=api_url, ui_url=ui_url
+    )
+
+
+def _announce(
+    say: Callable[[str], None], cfg: Settings, api_url: str, ui_url: str, logs: Path
+) -> None:
+    """What runs where, the extraction model, and any other memflow sharing these folders."""
+    home = cfg.home
+    say(f"memflow up (state home {shown(home)})")
+    say(f"  landing zone  {shown(cfg.landing_dir)}")
+    say(f"  data          {shown(cfg.data_dir)}")
+    say(f"  API           {api_url}   (keys: {shown(cfg.keys_file)})")
+    say(f"  Dagster UI    {ui_url}")
+    say(f"  logs          {shown(logs)}")
+    for line in extraction_lines(cfg):
+        say(f"  {line}")
+    for line in state.conflicts(state.running(home), str(cfg.data_dir), str(cfg.landing_dir)):
+        say(f"  WARNING: {shown(line)}")
 
 
 def watch(

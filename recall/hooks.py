@@ -56,13 +56,7 @@ from typing import Any
 
 EVENTS = ("session-start", "pre-compact", "session-end", "stop")
 IMPORT_EVENTS = frozenset({"pre-compact", "session-end", "stop"})
-BUDGET_SETTING = "MEMFLOW_HOOK_BUDGET_S"
-MAX_CHARS_SETTING = "MEMFLOW_HOOK_MAX_CHARS"
-MAX_FACTS_SETTING = "MEMFLOW_HOOK_MAX_FACTS"
-QUERY_SETTING = "MEMFLOW_HOOK_QUERY"
 DEFAULT_BUDGET_S = {"session-start": 2.0, "pre-compact": 30.0, "session-end": 30.0, "stop": 30.0}
-DEFAULT_MAX_CHARS = 4000
-DEFAULT_MAX_FACTS = 15
 DEFAULT_QUERY = "{repo} decisions conventions preferences dependencies"
 MAX_STDIN_BYTES = 1 << 20
 _MARGIN_S = 0.05
@@ -79,14 +73,6 @@ FALLBACK_SHARE = 0.4
 
 class Quiet(Exception):
     """Nothing to print; the reason is shown with --verbose only."""
-
-
-def _setting(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
-    try:
-        value = float(env.get(name) or default)
-    except ValueError:
-        return default
-    return value if low <= value <= high else default
 
 
 def read_payload(stream: Any = None, limit: int = MAX_STDIN_BYTES) -> dict[str, Any]:
@@ -122,10 +108,11 @@ def session_start(
     """The hook's stdout: recalled facts for the working repository, or `Quiet`."""
     from memflow.importers.tenant import TenantMapper
     from recall.context import format_context
+    from resources.settings import agent_env, hook_env
     from schemas.scope import Scope, ScopeError
 
     try:
-        spelled = tenant or (env.get("MEMFLOW_TENANT") or "").strip()
+        spelled = tenant or agent_env(env).tenant
         if spelled:
             scope = Scope.parse(spelled)
         else:
@@ -133,9 +120,9 @@ def session_start(
             scope = TenantMapper.from_env(env).choose(cwd).scope
     except (ScopeError, ValueError) as exc:
         raise Quiet(f"no tenant: {exc}") from None
-    query = ((env.get(QUERY_SETTING) or "").strip() or DEFAULT_QUERY).replace("{repo}", scope.ns)
-    max_facts = int(_setting(env, MAX_FACTS_SETTING, DEFAULT_MAX_FACTS, 1, 40))
-    max_chars = int(_setting(env, MAX_CHARS_SETTING, DEFAULT_MAX_CHARS, 200, 100_000))
+    settings = hook_env(env)
+    query = settings.query.replace("{repo}", scope.ns)
+    max_facts, max_chars = settings.max_facts, settings.max_chars
     answer, note = _recall(scope, query[:1000], ASK_FACTS, env, deadline)
     if answer.get("scope") != scope.key:
         raise Quiet("the answer is not for the working repository")
@@ -244,7 +231,9 @@ def import_transcript(
         raise Quiet("transcript_path is not an absolute .jsonl path")
     if os.path.islink(path) or not os.path.isfile(path):
         raise Quiet("transcript_path is not a regular file")
-    landing = landing or (env.get("MEMFLOW_LANDING_DIR") or "").strip()
+    from resources.settings import local_env
+
+    landing = landing or local_env(env).landing_dir
     if not landing or not os.path.isabs(landing):
         raise Quiet("MEMFLOW_LANDING_DIR (or --landing) is not an absolute path")
     from memflow.importers.common import ImportSettings
@@ -316,7 +305,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     except SystemExit:
         return 0
     default = DEFAULT_BUDGET_S[args.event]
-    budget = args.budget or _setting(env, BUDGET_SETTING, default, 0.05, 3600)
+    from resources.settings import hook_env
+
+    budget = args.budget or hook_env(env).budget_s or default
     deadline = started + budget
 
     def work() -> str | None:

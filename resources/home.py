@@ -15,7 +15,8 @@ another program, is never taken for a running memflow; such files are removed wh
 Two running processes on different data directories or landing zones (an API that lands where
 no sensor looks, two pipelines writing different data directories) are what `conflicts` finds:
 `memflow status` and `/healthz` report them. Standard library only at import (hooks read the
-record on their fast path); psutil loads when registrations are read or written.
+record on their fast path); liveness is `resources.fs`'s (psutil), loaded when registrations
+are read or written.
 """
 
 from __future__ import annotations
@@ -165,12 +166,15 @@ def register(
     pid: int | None = None,
 ) -> Registration:
     """Register a running process (this one by default) in the state home."""
-    import psutil
+    from resources.fs import process_started_at
 
     pid = os.getpid() if pid is None else pid
+    started = process_started_at(pid)
+    if started is None:
+        raise ProcessLookupError(f"no running process {pid} to register")
     entry = Registration(
         pid=pid,
-        create_time=psutil.Process(pid).create_time(),
+        create_time=started,
         role=role,
         data_dir=str(data_dir),
         landing_dir=str(landing_dir),
@@ -189,13 +193,9 @@ def unregister(home: Path, entry: Registration) -> None:
 
 
 def _alive(entry: Registration) -> bool:
-    import psutil
+    from resources.fs import process_alive
 
-    try:
-        started = psutil.Process(entry.pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return False
-    return abs(started - entry.create_time) <= _CREATE_SLACK_S
+    return process_alive(entry.pid, entry.create_time, _CREATE_SLACK_S)
 
 
 def running(home: Path) -> list[Registration]:

@@ -27,6 +27,11 @@ DuckDB (`delta_scan`) and Spark read with no memflow code. Compaction and vacuum
 Each commit carries in its `commitInfo` the run that made it (``memflow.run_id``) and the
 tenants it replaced (``memflow.tenants``). delta-rs cannot be used in a process forked from
 one that used it (its runtime panics): processes that touch tables start by spawn.
+
+This module is the store (locations, reads and time travel, writes, the zone's tables,
+summaries); what its reads and writes share (the kept log snapshots, content digests, commit
+keys, the fork guard) is `resources/table_log.py`, and its work on whole tables (the earlier
+layout's refusal, erasing a tenant, compaction and vacuum) `resources/table_upkeep.py`.
 """
 
 from __future__ import annotations
@@ -35,42 +40,55 @@ import contextlib
 import json
 import os
 import random
-import shutil
-import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 import polars as pl
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
+from resources import table_upkeep
 from resources.fs import StorageError, as_storage_error
+from resources.table_log import (
+    CONFLICT_RETRIES,
+    DIGESTS,
+    PARTITION_BY,
+    RUN_ID_KEY,
+    SNAPSHOTS,
+    SUMMARIES_DIR,
+    TABLES_DIR,
+    TENANTS_KEY,
+    WRITE_KEY,
+    Snapshot,
+    check_not_forked,
+    digest,
+    file_index,
+    plain_files,
+    refuse_forked,
+    tenants_predicate,
+)
+from resources.table_upkeep import (
+    DEFAULT_RETENTION_HOURS,
+    LegacyTablesError,
+    TableMaintenance,
+    forget_tables,
+    legacy_layout,
+    refuse_legacy,
+)
 from schemas.scope import Scope
 from schemas.tables import FIGURES, LANDING_PROBLEMS, PER_DAY, TABLES, Asset, conform
 
-TABLES_DIR = "tables"
-PARTITION_BY = ("tenant_id", "ns")
-ZONE_TABLES = (Asset.LANDING_PROBLEMS,)
-SUMMARIES_DIR = "_summaries"
 _ZONE_LAYOUTS = {Asset.LANDING_PROBLEMS: LANDING_PROBLEMS}
-# Commit-info keys memflow adds to each commit it makes.
-RUN_ID_KEY = "memflow.run_id"
-TENANTS_KEY = "memflow.tenants"
-WRITE_KEY = "memflow.write"
-# Conflicts delta-rs cannot resolve itself (two writers replacing the same tenant) are
-# retried this many times; writers of disjoint tenants never get here.
-CONFLICT_RETRIES = 5
-DEFAULT_RETENTION_HOURS = 168  # vacuum keeps a week of history readable by time travel
+_SUMMARY_COLUMNS = {"tenant_id": pl.String, "ns": pl.String, "summary": pl.String}
 
 __all__ = [
     "DEFAULT_RETENTION_HOURS",
+    "TABLES_DIR",
     "LegacyTablesError",
     "StorageError",
     "TableCommit",
@@ -82,48 +100,6 @@ __all__ = [
     "open_tables",
     "tables_uri",
 ]
-
-
-class LegacyTablesError(RuntimeError):
-    """The tables root holds tables of the Parquet layout before the Delta tables."""
-
-
-def legacy_layout(tables: Path) -> bool:
-    """Whether `tables` holds tables of a Parquet layout (an entry that is neither hidden nor
-    a Delta table)."""
-    if not tables.is_dir():
-        return False
-    for entry in tables.iterdir():
-        if entry.name.startswith((".", "_")):
-            continue
-        if entry.is_file() and entry.suffix == ".parquet":
-            return True
-        if entry.is_dir() and not (entry / "_delta_log").is_dir():
-            return True
-    return False
-
-
-_CHECKED_ROOTS: set[str] = set()
-
-
-def _refuse_legacy(root: str) -> None:
-    """Once per process and root: Parquet tables of the earlier layout are migrated first
-    (`memflow migrate`), never read as empty Delta tables nor written beside."""
-    if root in _CHECKED_ROOTS:
-        return
-    if legacy_layout(Path(root)):
-        raise LegacyTablesError(
-            f"{root} holds tables of the Parquet layout memflow used before its Delta tables: "
-            f"run `memflow migrate --data {Path(root).parent}` first"
-        )
-    _CHECKED_ROOTS.add(root)
-
-
-def forget_tables(root: str | os.PathLike[str]) -> None:
-    """Drop this process's kept snapshots of the tables under `root` (they were removed or
-    replaced on disk, as a migration or an erase does)."""
-    _SNAPSHOTS.forget_under(os.path.abspath(root) if "://" not in str(root) else str(root))
-    _CHECKED_ROOTS.discard(os.path.abspath(root))
 
 
 def open_tables(settings: Mapping[str, str]) -> TableStore:
@@ -165,184 +141,6 @@ class TableVersion:
     rows_added: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class TableMaintenance:
-    """What `TableStore.maintain` did to one table."""
-
-    table: str
-    version_before: int
-    version_after: int
-    files_compacted: int
-    files_added: int
-    files_vacuumed: int
-
-
-# ------------------------------------------------------------------ the kept snapshots
-
-
-_OWNER_PID: int | None = None  # the process that first used delta-rs
-
-
-def _refuse_forked() -> None:
-    """delta-rs's runtime panics in a forked child of a process that used it, and polars'
-    thread pool can hang there: say so before either is touched (start such processes with
-    spawn)."""
-    if _OWNER_PID is not None and os.getpid() != _OWNER_PID:
-        raise RuntimeError(
-            "the Delta tables cannot be used in a process forked from one that used them "
-            "(delta-rs's runtime does not survive fork): start it with the 'spawn' method"
-        )
-
-
-def _check_not_forked() -> None:
-    """`_refuse_forked`, and this process is the one that uses delta-rs from now on."""
-    global _OWNER_PID
-    _refuse_forked()
-    _OWNER_PID = os.getpid()
-
-
-@dataclass
-class _Snapshot:
-    """A table's log as this process last read it, and its data files by tenant."""
-
-    table: DeltaTable
-    version: int
-    files: pl.DataFrame  # tenant_id, ns, path (absolute URI), rows
-    plain: bool  # readable file by file (no deletion vectors or column mapping)
-
-
-_SUMMARY_COLUMNS = {"tenant_id": pl.String, "ns": pl.String, "summary": pl.String}
-_FILE_COLUMNS = {"tenant_id": pl.String, "ns": pl.String, "path": pl.String, "rows": pl.Int64}
-
-
-def _index(table: DeltaTable, uri: str) -> pl.DataFrame:
-    adds = pl.DataFrame(table.get_add_actions(flatten=True))
-    if adds.is_empty():
-        return pl.DataFrame(schema=_FILE_COLUMNS)
-    base = uri.rstrip("/")
-    paths = [
-        unquote(p) if "://" in p or p.startswith("/") else f"{base}/{unquote(p)}"
-        for p in adds["path"].to_list()
-    ]
-    cols = {
-        c: adds[f"partition.{c}"] if f"partition.{c}" in adds.columns else None
-        for c in PARTITION_BY
-    }
-    return pl.DataFrame(
-        {
-            "tenant_id": cols["tenant_id"],
-            "ns": cols["ns"],
-            "path": paths,
-            "rows": adds["num_records"],
-        },
-        schema=_FILE_COLUMNS,
-    )
-
-
-def _plain(table: DeltaTable) -> bool:
-    features = set(table.protocol().reader_features or [])
-    return not features & {"deletionVectors", "columnMapping"}
-
-
-class _Snapshots:
-    """One kept `DeltaTable` per table URI in this process, brought up to date before each
-    use (listing the log: ~1 ms locally), its file index rebuilt only when the version
-    moved."""
-
-    def __init__(self) -> None:
-        self._kept: dict[tuple[str, str], _Snapshot] = {}
-        self._locks: dict[tuple[str, str], threading.Lock] = {}
-        self._lock = threading.Lock()
-
-    def lock(self, uri: str, options: Mapping[str, str]) -> threading.Lock:
-        key = (uri, json.dumps(sorted(options.items())))
-        with self._lock:
-            return self._locks.setdefault(key, threading.Lock())
-
-    def get(self, uri: str, options: Mapping[str, str]) -> _Snapshot | None:
-        """The table as it stands, or None when it does not exist. Call under `lock`."""
-        _check_not_forked()
-        key = (uri, json.dumps(sorted(options.items())))
-        kept = self._kept.get(key)
-        try:
-            if kept is not None:
-                try:
-                    kept.table.update_incremental()
-                except (DeltaError, OSError):  # the table was removed or made anew meanwhile
-                    self._kept.pop(key, None)
-                    kept = None
-            table = (
-                kept.table
-                if kept is not None
-                else DeltaTable(uri, storage_options=dict(options) or None)
-            )
-        except TableNotFoundError:
-            self._kept.pop(key, None)
-            return None
-        version = table.version()
-        if kept is None or kept.version != version:
-            kept = _Snapshot(table, version, _index(table, uri), _plain(table))
-            self._kept[key] = kept
-        return kept
-
-    def forget(self, uri: str, options: Mapping[str, str]) -> None:
-        self._kept.pop((uri, json.dumps(sorted(options.items()))), None)
-
-    def forget_under(self, root: str) -> None:
-        """Every kept table under `root` (its tables were removed or replaced)."""
-        prefix = root.rstrip("/") + "/"
-        for key in [k for k in self._kept if k[0].startswith(prefix)]:
-            self._kept.pop(key, None)
-
-
-_SNAPSHOTS = _Snapshots()
-
-
-class _Digests:
-    """Content digests of tenants' tables as this process last read or wrote them, keyed by
-    the data files they came from (Delta files are never edited in place, so the same files
-    mean the same content). A write compares against them to leave unchanged tenants alone:
-    a re-run commits nothing and the version stays."""
-
-    def __init__(self, size: int = 50_000) -> None:
-        self._kept: OrderedDict[tuple[str, str], tuple[tuple[str, ...], str]] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def get(self, uri: str, scope: Scope, files: tuple[str, ...]) -> str | None:
-        with self._lock:
-            kept = self._kept.get((uri, scope.key))
-        return kept[1] if kept is not None and kept[0] == files else None
-
-    def put(self, uri: str, scope: Scope, files: tuple[str, ...], digest: str) -> None:
-        with self._lock:
-            self._kept[(uri, scope.key)] = (files, digest)
-            self._kept.move_to_end((uri, scope.key))
-            while len(self._kept) > self._size:
-                self._kept.popitem(last=False)
-
-
-_DIGESTS = _Digests()
-
-
-def _digest(df: pl.DataFrame) -> str:
-    """A content hash of a tenant's rows, blind to their order (the writers sort
-    deterministically, and a reordering is no change worth a commit)."""
-    if df.is_empty():
-        return f"0::{','.join(df.columns)}"
-    first = df.hash_rows(seed=0).sum()
-    second = df.hash_rows(seed=7).sum()
-    return f"{df.height}:{first}:{second}:{','.join(df.columns)}"
-
-
-def _sql(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _tenants_predicate(scopes: Iterable[Scope]) -> str:
-    return " OR ".join(f"(tenant_id = {_sql(s.tenant_id)} AND ns = {_sql(s.ns)})" for s in scopes)
-
-
 def _as_scope(key: Scope | str) -> Scope:
     return key if isinstance(key, Scope) else Scope.parse(key)
 
@@ -363,7 +161,7 @@ class TableStore:
         uri: str | None = None,
         storage_options: Mapping[str, str] | None = None,
     ) -> None:
-        _refuse_forked()
+        refuse_forked()
         self.root = tables_uri(data_dir, uri).rstrip("/")
         self.storage_options: dict[str, str] = dict(storage_options or {})
         self.local = "://" not in self.root or self.root.startswith("file://")
@@ -374,23 +172,26 @@ class TableStore:
         """The URI of `asset`'s Delta table (what polars, DuckDB or Spark open)."""
         return f"{self.root}/{asset}"
 
-    def _summary_uri(self, asset: str) -> str:
+    def summary_uri(self, asset: str) -> str:
+        """The URI of the small table of `asset`'s per-tenant summaries."""
         return f"{self.root}/{SUMMARIES_DIR}/{asset}"
 
-    def _snapshot(self, uri: str) -> _Snapshot | None:
+    def snapshot(self, uri: str) -> Snapshot | None:
+        """The table at `uri` as it stands (this process's kept snapshot of its log, brought
+        up to date), or None when it does not exist."""
         if self.local:
-            _refuse_legacy(self.root)
-        with _SNAPSHOTS.lock(uri, self.storage_options):
-            return _SNAPSHOTS.get(uri, self.storage_options)
+            refuse_legacy(self.root)
+        with SNAPSHOTS.lock(uri, self.storage_options):
+            return SNAPSHOTS.get(uri, self.storage_options)
 
     def version(self, asset: str) -> int | None:
         """The table's current version (None: never written). Changes only when a write
         commits."""
-        snap = self._snapshot(self.uri(asset))
+        snap = self.snapshot(self.uri(asset))
         return None if snap is None else snap.version
 
     def exists(self, asset: str) -> bool:
-        return self._snapshot(self.uri(asset)) is not None
+        return self.snapshot(self.uri(asset)) is not None
 
     # --------------------------------------------------------------------------- reads
 
@@ -419,7 +220,7 @@ class TableStore:
     ) -> dict[Scope, pl.DataFrame]:
         """Several tenants' tables from one snapshot (tenants without a row are left out);
         only `columns` when given (a column a file lacks comes back null)."""
-        _refuse_forked()
+        refuse_forked()
         wanted = list(scopes)
         snap_uri = self.uri(asset)
         snap = self._at(snap_uri, version, as_of)
@@ -445,12 +246,12 @@ class TableStore:
                 if version is not None or as_of is not None:
                     raise
                 # files gone under the kept snapshot: the table was replaced; read it anew
-                _SNAPSHOTS.forget(snap_uri, self.storage_options)
+                SNAPSHOTS.forget(snap_uri, self.storage_options)
                 return self.read_many(asset, wanted, version=version, as_of=as_of, columns=columns)
             if df.height:
                 out[scope] = self._shape(df, asset, columns)
                 if columns is None and version is None and as_of is None:
-                    _DIGESTS.put(snap_uri, scope, tuple(sorted(paths)), _digest(out[scope]))
+                    DIGESTS.put(snap_uri, scope, tuple(sorted(paths)), digest(out[scope]))
         return out
 
     def read_columns(self, asset: str, scopes: Iterable[Scope], columns: list[str]) -> pl.DataFrame:
@@ -463,17 +264,17 @@ class TableStore:
     def file_index(self, asset: str) -> tuple[pl.DataFrame, bool] | None:
         """The table's data files as this process last read its log (tenant_id, ns, path,
         rows), and whether they read file by file (no deletion vectors); None: no table."""
-        snap = self._snapshot(self.uri(asset))
+        snap = self.snapshot(self.uri(asset))
         return None if snap is None else (snap.files, snap.plain)
 
     def forget_snapshot(self, asset: str) -> None:
         """Read the table's log anew at the next call (its files were vacuumed meanwhile)."""
-        _SNAPSHOTS.forget(self.uri(asset), self.storage_options)
+        SNAPSHOTS.forget(self.uri(asset), self.storage_options)
 
-    def _at(self, uri: str, version: int | None, as_of: datetime | None) -> _Snapshot | None:
+    def _at(self, uri: str, version: int | None, as_of: datetime | None) -> Snapshot | None:
         if version is None and as_of is None:
-            return self._snapshot(uri)
-        _check_not_forked()
+            return self.snapshot(uri)
+        check_not_forked()
         try:
             table = DeltaTable(uri, storage_options=self.storage_options or None)
         except TableNotFoundError:
@@ -485,7 +286,7 @@ class TableStore:
             table.load_as_version(version)
         except (DeltaError, ValueError, OSError) as exc:
             raise LookupError(f"{uri} has no version {version or as_of}: {exc}") from exc
-        return _Snapshot(table, table.version(), _index(table, uri), _plain(table))
+        return Snapshot(table, table.version(), file_index(table, uri), plain_files(table))
 
     @staticmethod
     def _version_at(table: DeltaTable, as_of: datetime) -> int:
@@ -500,7 +301,7 @@ class TableStore:
 
     def _read_files(
         self,
-        snap: _Snapshot,
+        snap: Snapshot,
         asset: str,
         scope: Scope,
         paths: list[str],
@@ -552,7 +353,7 @@ class TableStore:
         """The data files of each tenant at `version` (now when None), sorted: they change
         exactly when the tenant's rows are rewritten (files are never edited in place)."""
         uri = self.uri(asset)
-        snap = self._snapshot(uri)
+        snap = self.snapshot(uri)
         if snap is not None and version is not None and snap.version != version:
             snap = self._at(uri, version, None)
         if snap is None:
@@ -567,12 +368,12 @@ class TableStore:
 
     def total_rows(self, asset: str) -> int:
         """Rows of the whole table (every tenant), from the log alone."""
-        snap = self._snapshot(self.uri(asset))
+        snap = self.snapshot(self.uri(asset))
         return 0 if snap is None or snap.files.is_empty() else int(snap.files["rows"].sum())
 
     def scopes(self, asset: str) -> list[Scope]:
         """Tenants that have rows in `asset`'s table."""
-        snap = self._snapshot(self.uri(asset))
+        snap = self.snapshot(self.uri(asset))
         if snap is None or snap.files.is_empty():
             return []
         pairs = snap.files.select("tenant_id", "ns").unique().drop_nulls().iter_rows()
@@ -587,7 +388,7 @@ class TableStore:
     def count_rows(self, asset: str, scope: Scope, where: pl.Expr | None = None) -> int:
         """Rows of a tenant's table (0 when none): from the log alone, or the rows matching
         `where` (reading only the columns it names)."""
-        snap = self._snapshot(self.uri(asset))
+        snap = self.snapshot(self.uri(asset))
         if snap is None:
             return 0
         mine = snap.files.filter(
@@ -610,7 +411,7 @@ class TableStore:
         wanted = list(scopes)
         out = dict.fromkeys(wanted, 0)
         if where is None:
-            snap = self._snapshot(self.uri(asset))
+            snap = self.snapshot(self.uri(asset))
             if snap is None or snap.files.is_empty():
                 return out
             if snap.plain:
@@ -642,10 +443,10 @@ class TableStore:
     def history(self, asset: str, limit: int | None = None) -> list[TableVersion]:
         """The table's versions, newest first: when, which operation, which run, which
         tenants."""
-        snap = self._snapshot(self.uri(asset))
+        snap = self.snapshot(self.uri(asset))
         if snap is None:
             return []
-        with _SNAPSHOTS.lock(self.uri(asset), self.storage_options):
+        with SNAPSHOTS.lock(self.uri(asset), self.storage_options):
             entries = snap.table.history(limit)
         out = []
         for e in entries:
@@ -684,7 +485,7 @@ class TableStore:
         rows); every other tenant is left as it is. Frames are conformed to the asset's
         layout; a row of another scope than its key is refused (ValueError). Storage
         failures raise `StorageError`, naming the table and the cause."""
-        _refuse_forked()
+        refuse_forked()
         items = [(_as_scope(k), df) for k, df in frames.items()]
         layout = TABLES.get(asset)
         parts: list[pl.DataFrame] = []
@@ -717,7 +518,7 @@ class TableStore:
         if committed and version is not None:
             files = self.files_by_scope(asset, scopes, version=version)
             for scope, df in zip(scopes, kept, strict=True):
-                _DIGESTS.put(uri, scope, files.get(scope, ()), _digest(df))
+                DIGESTS.put(uri, scope, files.get(scope, ()), digest(df))
             if asset in FIGURES:
                 from resources.table_figures import record_figures
 
@@ -729,7 +530,7 @@ class TableStore:
         many rows stored is compared by content (digests kept from earlier reads and writes,
         else a read), any other is changed."""
         uri = self.uri(asset)
-        snap = self._snapshot(uri)
+        snap = self.snapshot(uri)
         if snap is None or not snap.plain:
             return [i for i, df in enumerate(frames) if snap is not None or df.height]
         counts = self.rows_per_tenant(asset, scopes)
@@ -741,11 +542,11 @@ class TableStore:
                 continue
             if not df.height:
                 continue  # nothing stored, nothing to store
-            stored = _DIGESTS.get(uri, scope, files.get(scope, ()))
+            stored = DIGESTS.get(uri, scope, files.get(scope, ()))
             if stored is None:
                 current = self.read(asset, scope)
-                stored = _digest(current) if current is not None else ""
-            if stored != _digest(df):
+                stored = digest(current) if current is not None else ""
+            if stored != digest(df):
                 out.append(i)
         return out
 
@@ -762,16 +563,16 @@ class TableStore:
         table's version after it, whether a commit was made). Nothing to do (no rows to
         store, none stored) makes no commit."""
         arrow = data.to_arrow()
-        lock = _SNAPSHOTS.lock(uri, self.storage_options)
+        lock = SNAPSHOTS.lock(uri, self.storage_options)
         for attempt in range(CONFLICT_RETRIES + 1):
             try:
                 with lock:
-                    snap = _SNAPSHOTS.get(uri, self.storage_options)
+                    snap = SNAPSHOTS.get(uri, self.storage_options)
                     if snap is None:
                         if data.is_empty() and scopes is not None:
                             return None, False
                         self._create(uri, arrow.schema, partitioned)
-                        snap = _SNAPSHOTS.get(uri, self.storage_options)
+                        snap = SNAPSHOTS.get(uri, self.storage_options)
                         assert snap is not None
                     if (
                         data.is_empty()
@@ -784,18 +585,18 @@ class TableStore:
                         snap.table,
                         arrow,
                         mode="overwrite",
-                        predicate=_tenants_predicate(scopes) if scopes is not None else None,
+                        predicate=tenants_predicate(scopes) if scopes is not None else None,
                         schema_mode="merge" if scopes is not None else "overwrite",
                         storage_options=self.storage_options or None,
                         commit_properties=CommitProperties(custom_metadata=metadata),
                     )
                     version = snap.table.version()
-                    _SNAPSHOTS.get(uri, self.storage_options)  # re-index at the new version
+                    SNAPSHOTS.get(uri, self.storage_options)  # re-index at the new version
                     return version, True
             except CommitFailedError:
                 if attempt == CONFLICT_RETRIES:
                     raise
-                _SNAPSHOTS.forget(uri, self.storage_options)
+                SNAPSHOTS.forget(uri, self.storage_options)
                 time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
             except (OSError, DeltaError) as exc:
                 error = as_storage_error(uri, exc) if _is_storage(exc) else None
@@ -806,7 +607,7 @@ class TableStore:
 
     def _create(self, uri: str, schema: Any, partitioned: bool) -> None:
         if self.local:
-            _refuse_legacy(self.root)
+            refuse_legacy(self.root)
             try:
                 Path(uri).mkdir(parents=True, exist_ok=True)
             except OSError as exc:
@@ -822,7 +623,7 @@ class TableStore:
             )
 
     @staticmethod
-    def _holds(snap: _Snapshot, scopes: list[Scope], partitioned: bool) -> bool:
+    def _holds(snap: Snapshot, scopes: list[Scope], partitioned: bool) -> bool:
         """Whether the table may hold rows of `scopes` (known exactly when partitioned)."""
         if not partitioned:
             return not snap.files.is_empty()
@@ -844,96 +645,14 @@ class TableStore:
         with `purge`, also the data files older versions still name (its history). The zone
         tables lose the rows naming a path under the tenant's landing folder. Without `apply`,
         only counts what would go (`memflow erase` without `--yes`)."""
-        removed: dict[str, int] = {}
-        metadata = {TENANTS_KEY: json.dumps([scope.key])}
-        known = self._known_tables(tables)
-        for name, uri in known:
-            if name in ZONE_TABLES:
-                n = self._delete_zone_rows(name, scope, apply)
-                if n:
-                    removed[name] = n
-                continue
-            partitioned = not name.startswith(SUMMARIES_DIR)
-            if partitioned:
-                snap = self._snapshot(uri)
-                mine = (
-                    snap.files.filter(
-                        (pl.col("tenant_id") == scope.tenant_id) & (pl.col("ns") == scope.ns)
-                    )
-                    if snap is not None
-                    else None
-                )
-                n = 0 if mine is None else int(mine["rows"].sum())
-            else:
-                df = self._read_all(uri)
-                own = (pl.col("tenant_id") == scope.tenant_id) & (pl.col("ns") == scope.ns)
-                n = 0 if df is None or "tenant_id" not in df.columns else df.filter(own).height
-            if not n:
-                continue
-            if apply:
-                self._delete(uri, scope, metadata)
-            removed[name] = n
-        if purge and apply:
-            self._purge(scope, [(n, u) for n, u in known if n not in ZONE_TABLES])
-        return removed
-
-    def _delete_zone_rows(self, asset: str, scope: Scope, apply: bool) -> int:
-        zone = self.read_zone(asset)
-        if zone is None or "path" not in zone.columns:
-            return 0
-        prefix = f"{scope.tenant_id}/{scope.ns}"
-        named = (zone["path"] == prefix) | zone["path"].str.starts_with(prefix + "/")
-        n = int(named.sum())
-        if n and apply:
-            self.write_zone(zone.filter(~named), asset)
-        return n
-
-    def _delete(self, uri: str, scope: Scope, metadata: dict[str, str]) -> None:
-        """Delta's DELETE of a tenant's rows (a partition's files go whole; a table without
-        partitions has the files holding them rewritten), conflicts retried."""
-        lock = _SNAPSHOTS.lock(uri, self.storage_options)
-        for attempt in range(CONFLICT_RETRIES + 1):
-            try:
-                with lock:
-                    snap = _SNAPSHOTS.get(uri, self.storage_options)
-                    if snap is None:
-                        return
-                    snap.table.delete(
-                        _tenants_predicate([scope]),
-                        commit_properties=CommitProperties(custom_metadata=metadata),
-                    )
-                    _SNAPSHOTS.get(uri, self.storage_options)
-                    return
-            except CommitFailedError:
-                if attempt == CONFLICT_RETRIES:
-                    raise
-                _SNAPSHOTS.forget(uri, self.storage_options)
-                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
-
-    def _purge(self, scope: Scope, known: list[tuple[str, str]]) -> None:
-        """The tenant's files that older versions still name: its partition folders (local
-        disk), or every file no current version names (object storage, and the tables
-        without partitions)."""
-        for name, uri in known:
-            partitioned = not name.startswith(SUMMARIES_DIR)
-            if partitioned and self.local:
-                folder = Path(uri) / f"tenant_id={scope.tenant_id}" / f"ns={scope.ns}"
-                if folder.is_dir():
-                    shutil.rmtree(folder)
-                continue
-            snap = self._snapshot(uri)
-            if snap is not None:
-                with _SNAPSHOTS.lock(uri, self.storage_options):
-                    snap.table.vacuum(
-                        retention_hours=0, dry_run=False, enforce_retention_duration=False
-                    )
+        return table_upkeep.delete_tenant(self, scope, purge=purge, tables=tables, apply=apply)
 
     # ---------------------------------------------------------------- zone-wide tables
 
     def write_zone(self, df: pl.DataFrame, asset: str) -> TableCommit:
         """A table of the landing zone as a whole (no tenant), replaced whole; the same rows
         as stored commit nothing (a re-run makes no version)."""
-        _refuse_forked()
+        refuse_forked()
         layout = _ZONE_LAYOUTS.get(asset)
         data = conform(df, layout) if layout is not None else df
         stored = self.read_zone(asset)
@@ -945,14 +664,15 @@ class TableStore:
         return TableCommit(asset, self.uri(asset), version, committed, {"": data.height})
 
     def read_zone(self, asset: str) -> pl.DataFrame | None:
-        return self._read_all(self.uri(asset))
+        return self.read_all(self.uri(asset))
 
-    def _read_all(self, uri: str) -> pl.DataFrame | None:
-        snap = self._snapshot(uri)
+    def read_all(self, uri: str) -> pl.DataFrame | None:
+        """Every row of the table at `uri` (None when it does not exist)."""
+        snap = self.snapshot(uri)
         if snap is None:
             return None
         if snap.files.is_empty():
-            with _SNAPSHOTS.lock(uri, self.storage_options):
+            with SNAPSHOTS.lock(uri, self.storage_options):
                 schema = pl.DataFrame(snap.table.to_pyarrow_table()).schema
             return pl.DataFrame(schema=schema)
         paths = snap.files["path"].to_list()
@@ -993,11 +713,11 @@ class TableStore:
             schema=_SUMMARY_COLUMNS,
         )
         metadata = {TENANTS_KEY: json.dumps(sorted(s.key for s in values))}
-        self._replace(self._summary_uri(asset), rows, list(values), metadata, partitioned=False)
+        self._replace(self.summary_uri(asset), rows, list(values), metadata, partitioned=False)
 
     def summaries(self, asset: str) -> dict[str, dict[str, int]]:
         """Every tenant's recorded summary of `asset` (tenant key -> values)."""
-        df = self._read_all(self._summary_uri(asset))
+        df = self.read_all(self.summary_uri(asset))
         if df is None or df.is_empty():
             return {}
         return {
@@ -1016,21 +736,6 @@ class TableStore:
 
     # ----------------------------------------------------------------------- maintenance
 
-    def _known_tables(self, extra: Iterable[str] = ()) -> list[tuple[str, str]]:
-        """Every table of the store: the assets', the zone's and the summaries, and (on local
-        disk) any other Delta table under the root, such as one another module keeps through
-        this store (`write_tenants` takes any table name)."""
-        names = [*TABLES, *ZONE_TABLES, *(n for n in extra if n not in TABLES)]
-        if self.local and Path(self.root).is_dir():
-            names += sorted(
-                p.name
-                for p in Path(self.root).iterdir()
-                if p.name not in names and (p / "_delta_log").is_dir()
-            )
-        out = [(n, self.uri(n)) for n in names]
-        out += [(f"{SUMMARIES_DIR}/{n}", self._summary_uri(n)) for n in TABLES]
-        return out
-
     def maintain(
         self, *, retention_hours: int = DEFAULT_RETENTION_HOURS, tables: Iterable[str] | None = None
     ) -> list[TableMaintenance]:
@@ -1039,45 +744,14 @@ class TableStore:
         write's), checkpoint the log and drop expired log entries, for every
         table (or the named `tables`). Time travel to versions older than the retention is
         no longer possible afterwards."""
-        wanted = set(tables) if tables is not None else None
-        out = []
-        for name, uri in self._known_tables(wanted or ()):
-            if wanted is not None and name not in wanted:
-                continue
-            snap = self._snapshot(uri)
-            if snap is None:
-                continue
-            with _SNAPSHOTS.lock(uri, self.storage_options):
-                table = snap.table
-                before = table.version()
-                metrics = table.optimize.compact()
-                # full: also the files of a write killed before its commit (no version
-                # names them); older than the retention, so never a running write's
-                vacuumed = table.vacuum(
-                    retention_hours=retention_hours,
-                    dry_run=False,
-                    enforce_retention_duration=False,
-                    full=True,
-                )
-                table.create_checkpoint()
-                table.cleanup_metadata()
-                after = table.version()
-            out.append(
-                TableMaintenance(
-                    table=name,
-                    version_before=before,
-                    version_after=after,
-                    files_compacted=int(metrics.get("numFilesRemoved", 0)),
-                    files_added=int(metrics.get("numFilesAdded", 0)),
-                    files_vacuumed=len(vacuumed),
-                )
-            )
+        done = table_upkeep.maintain(self, retention_hours=retention_hours, tables=tables)
         from resources.table_figures import refresh_figures
 
+        wanted = set(tables) if tables is not None else None
         for asset in FIGURES:  # a compaction renames a tenant's files: record its figures anew
             if (wanted is None or asset in wanted) and self.exists(asset):
                 refresh_figures(self, asset)
-        return out
+        return done
 
 
 def _read_parquet(

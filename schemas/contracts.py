@@ -7,8 +7,10 @@ polars IO-manager type resolution.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import bisect_right
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 import pandera.errors as pa_errors
@@ -16,7 +18,9 @@ import pandera.polars as pa
 import polars as pl
 from pandera.api.polars.types import PolarsData
 
-from schemas import rules
+from schemas import ids, rules
+from schemas.scope import Scope
+from schemas.tables import QUARANTINE, conform
 
 
 def _no_secrets(data: PolarsData) -> pl.LazyFrame:
@@ -206,6 +210,88 @@ def _check_name(check: str | None) -> str:
     return text.split("(", 1)[0].strip() or text
 
 
+def quarantine_contract_failures(
+    frames: Mapping[str, pl.DataFrame],
+    contract: type,
+    stage: str,
+    id_columns: Sequence[str] = ("session_id", "turn_id", "source_file", "line_no"),
+) -> tuple[dict[str, pl.DataFrame], dict[str, pl.DataFrame]]:
+    """Per tenant key (`org/repo`): (rows that meet `contract`, quarantine rows for the others).
+
+    Each failing row is quarantined once per broken check, with ``contract:<column>:<check>``
+    as its reason and no record: a row that broke the secrets check must not be copied
+    anywhere. The frames of every tenant of the run are validated as one (pandera's fixed cost
+    per call is most of a small tenant's validation); the contracts' frame-wide checks are per
+    (tenant_id, ns) and their ids include the scope, so each tenant's verdict is its own.
+    Frames whose columns differ, or holding rows of another scope, are validated one by one."""
+    keys = [k for k, df in frames.items() if df.height]
+    good = {k: df for k, df in frames.items()}
+    rejects = {k: _no_rejects() for k in frames}
+    if not keys:
+        return good, rejects
+    # Together: frames of one layout whose rows all carry their own tenant's scope (their ids
+    # include it, so a unique-id check cannot match across tenants). Any other frame (rows of
+    # another scope, as in a table folder copied from another tenant) is validated alone.
+    together = [k for k in keys if _own_rows(frames[k], Scope.parse(k))]
+    layouts = {tuple(frames[k].schema.items()) for k in together}
+    if len(layouts) != 1:
+        together = []
+    groups = ([together] if together else []) + [[k] for k in keys if k not in together]
+    for group in groups:
+        whole = frames[group[0]] if len(group) == 1 else pl.concat([frames[k] for k in group])
+        _, violations = split_valid(whole, contract)
+        if not violations:
+            continue
+        ends = list(accumulate(frames[k].height for k in group))
+        starts = [0, *ends[:-1]]
+        found: dict[str, list[tuple[int, Violation]]] = {}
+        for v in violations:
+            at = bisect_right(ends, v.row)
+            found.setdefault(group[at], []).append((v.row - starts[at], v))
+        for key, local in found.items():
+            df = frames[key]
+            scope = Scope.parse(key)
+            rows = df.with_row_index("__row").to_dicts()
+            out = [_violation_row(rows[i], v, scope, stage, id_columns) for i, v in local]
+            bad = sorted({i for i, _ in local})
+            good[key] = df.with_row_index("__row").filter(~pl.col("__row").is_in(bad)).drop("__row")
+            rejects[key] = conform(pl.DataFrame(out, infer_schema_length=None), QUARANTINE)
+    return good, rejects
+
+
+def _own_rows(df: pl.DataFrame, scope: Scope) -> bool:
+    if "tenant_id" not in df.columns or "ns" not in df.columns:
+        return False
+    own = (pl.col("tenant_id") == scope.tenant_id) & (pl.col("ns") == scope.ns)
+    return bool(df.select(own.fill_null(False).all()).item())
+
+
+def _no_rejects() -> pl.DataFrame:
+    return conform(pl.DataFrame(), QUARANTINE)
+
+
+def _violation_row(
+    row: dict, v: Violation, scope: Scope, stage: str, id_columns: Sequence[str]
+) -> dict:
+    from schemas.redaction import redact  # the engine loads when a row is quarantined
+
+    ident = [str(row.get(c)) for c in id_columns]
+    return {
+        "reject_id": ids.stable_id("q_", scope.tenant_id, scope.ns, stage, v.reason, *ident),
+        "tenant_id": scope.tenant_id,
+        "ns": scope.ns,
+        "stage": stage,
+        "reason": v.reason,
+        "detail": f"the row broke the contract's {v.check!r} check on {v.column!r}; it was "
+        "quarantined and the rest stored",
+        "source_file": redact(row["source_file"]) if row.get("source_file") else None,
+        "line_no": row.get("line_no"),
+        "session_id": redact(row["session_id"]) if row.get("session_id") else None,
+        "turn_id": redact(row["turn_id"]) if row.get("turn_id") else None,
+        "record": None,
+    }
+
+
 __all__ = [
     "EntityContract",
     "FactContract",
@@ -213,5 +299,6 @@ __all__ = [
     "TripleContract",
     "TurnContract",
     "Violation",
+    "quarantine_contract_failures",
     "split_valid",
 ]

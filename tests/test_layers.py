@@ -4,6 +4,8 @@ folders import each other, and Dagster stays out of the floors that must not kno
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,16 +143,15 @@ def test_the_internals_guard_sees_what_it_guards(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------- OS plumbing in one module
 
-# fcntl, /proc and os.replace live in resources/fs.py; the landing writer writes through
-# directory descriptors of its own (renameat), and the importers' landing sink is still a
-# second writer until it writes through it. The embedded vector store's segment writer
-# (helper "vectors", merged last) renames its own fsynced Arrow files: to move onto
-# resources.fs.atomic_write.
+# fcntl, /proc and os.replace live in resources/fs.py; the one landing writer (the importers',
+# the API's, MCP's and the hooks') writes through directory descriptors of its own (renameat)
+# and serialises a session's writers with flock. The embedded vector store locks through
+# resources.fs.file_lock but renames its own fsynced Arrow files: their temporary names carry
+# the scope's file name (an erase removes a killed writer's leftovers by it), which
+# resources.fs.atomic_write's do not.
 OS_PLUMBING_ALLOWED = {
     "resources/fs.py",
     "memflow/landing_writer.py",
-    "memflow/landing/writer.py",
-    "memflow/importers/common.py",
     "resources/vector/local.py",
 }
 OS_PLUMBING = {"fcntl", "/proc/", "os.replace"}
@@ -191,9 +192,201 @@ def test_os_plumbing_has_one_home() -> None:
     assert not leaks, f"fcntl, /proc or os.replace outside resources/fs.py: {leaks}"
 
 
+def test_the_allowlists_name_only_modules_that_need_them() -> None:
+    """An allowlisted module that no longer uses what it was allowed (or is gone) leaves the
+    list: the lists only shrink."""
+    stale = [rel for rel in OS_PLUMBING_ALLOWED if not _plumbing_of(rel)]
+    stale += [
+        f"{rel}: {sorted(allowed - used)}"
+        for rel, allowed in INTERNALS_ALLOWED.items()
+        if not (used := _internals_of(rel)) or ("*" not in allowed and allowed - used)
+    ]
+    assert not stale
+
+
+def _plumbing_of(rel: str) -> set[str]:
+    return _plumbing(ROOT / rel) if (ROOT / rel).is_file() else set()
+
+
+def _internals_of(rel: str) -> set[str]:
+    return _internals(ROOT / rel) if (ROOT / rel).is_file() else set()
+
+
 def test_the_plumbing_guard_sees_what_it_guards(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text(
         "import fcntl\nimport os\nstat = open(f'/proc/{pid}/stat').read()\nos.replace('a', 'b')\n"
     )
     assert _plumbing(sample) == OS_PLUMBING
+
+
+# ------------------------------------------------------------- schemas/: data libraries only
+
+# What floor 1 may import besides the standard library and itself: the data libraries its
+# rules and shapes are written in, and the pattern libraries the redaction engine runs on.
+SCHEMAS_MAY_IMPORT = {
+    "schemas",
+    "polars",  # table layouts, conform, redact_series
+    "pandera",  # contracts
+    "detect_secrets",  # redaction: its keyword list, denylists and entropy
+    "re2",  # redaction: the rule set's and the prefilter's linear-time regexes
+    "regex",  # ids: norm_key's Unicode classes
+    "confusable_homoglyphs",  # ids: names that only look alike
+}
+
+
+def _imported(path: Path) -> set[str]:
+    """Top-level names a module imports: import statements (function-level ones included) and
+    `importlib.import_module` / `__import__` calls. A call whose name is not a literal is
+    reported as `<dynamic>` unless it names a submodule of the package itself
+    (f"{__name__}...")."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and (
+                getattr(node.func, "attr", None) == "import_module"
+                or getattr(node.func, "id", None) in ("import_module", "__import__")
+            )
+        ):
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                found.add(arg.value.split(".")[0])
+            elif not (
+                isinstance(arg, ast.JoinedStr)
+                and arg.values
+                and isinstance(arg.values[0], ast.FormattedValue)
+                and getattr(arg.values[0].value, "id", None) == "__name__"
+            ):
+                found.add("<dynamic>")
+    return found
+
+
+def test_schemas_imports_only_data_libraries() -> None:
+    allowed = SCHEMAS_MAY_IMPORT | set(sys.stdlib_module_names)
+    leaks = {
+        path.relative_to(ROOT).as_posix(): sorted(names - allowed)
+        for path in sorted((ROOT / "schemas").rglob("*.py"))
+        if (names := _imported(path)) - allowed
+    }
+    assert not leaks, f"schemas/ imports what is no data library: {leaks}"
+
+
+def test_the_schemas_guard_sees_what_it_guards(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import re, json\n"
+        "import polars as pl\n"
+        "from schemas.rules import Reason\n"
+        "from . import ids\n"
+        "def f(name):\n"
+        "    import httpx\n"
+        "    from resources.settings import declared\n"
+        "    importlib.import_module('dagster')\n"
+        "    importlib.import_module(f'{__name__}.engine')\n"
+        "    return __import__(name)\n"
+    )
+    names = _imported(sample)
+    assert names == {
+        "re",
+        "json",
+        "polars",
+        "schemas",
+        "httpx",
+        "resources",
+        "dagster",
+        "<dynamic>",
+    }
+    assert names - SCHEMAS_MAY_IMPORT - set(sys.stdlib_module_names) == {
+        "httpx",
+        "resources",
+        "dagster",
+        "<dynamic>",
+    }
+
+
+def test_a_scope_is_spelled_without_loading_the_redaction_engine() -> None:
+    """Importing `schemas.scope` loads none of the engine: a hook or a client that only names
+    a tenant does not pay for it (the first `Scope` made does, for its secret check)."""
+    code = (
+        "import sys, schemas.scope;"
+        "print(sorted(m for m in sys.modules if m.startswith(('schemas.redaction', "
+        "'detect_secrets', 're2', 'polars', 'pandera', 'dagster'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------- bench/: no import circle
+
+
+def bench_imports(folder: Path) -> dict[str, set[str]]:
+    """Which modules of `folder` (a flat package of scripts, also run as `python bench/x.py`
+    with the folder on the path) each one imports, at any level of the module."""
+    package = folder.name
+    modules = {p.stem for p in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name.split(".") for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level <= 1:
+                base = ([package] if node.level else []) + (node.module or "").split(".")
+                base = [b for b in base if b]
+                # `from bench import a` / `from . import a` name modules; else the module does
+                names = [a.name for a in node.names]
+                targets = [[*base, n] for n in names] if base == [package] else [base]
+            else:
+                continue
+            for parts in targets:
+                if parts[0] == package and len(parts) > 1:
+                    parts = parts[1:]
+                if parts and parts[0] in modules:
+                    edges.add(parts[0])
+        graph[path.stem] = edges - {path.stem}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle of `graph`, each as the path from its smallest module back to it."""
+    found = set()
+
+    def walk(start: str, node: str, path: list[str]) -> None:
+        for nxt in graph.get(node, ()):
+            if nxt == start:
+                found.add(tuple(path))
+            elif nxt > start and nxt not in path:
+                walk(start, nxt, [*path, nxt])
+
+    for start in sorted(graph):
+        walk(start, start, [start])
+    return [list(c) for c in sorted(found)]
+
+
+def test_bench_has_no_import_circle() -> None:
+    graph = bench_imports(ROOT / "bench")
+    # the pair that once was a circle: bench_quality runs bench_locomo, not the other way
+    assert "bench_locomo" in graph["bench_quality"] and "bench_quality" not in graph["bench_locomo"]
+    assert not circles(graph)
+
+
+def test_the_bench_guard_sees_what_it_guards(tmp_path: Path) -> None:
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    (folder / "a.py").write_text("from bench.b import VARIANTS\n")
+    (folder / "b.py").write_text("def main():\n    from bench import c\n")
+    (folder / "c.py").write_text("import a\nimport numpy\n")
+    (folder / "d.py").write_text("from bench.a import x\nfrom . import e\n")
+    (folder / "e.py").write_text("import bench.d\n")
+    graph = bench_imports(folder)
+    assert graph == {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a", "e"}, "e": {"d"}}
+    assert circles(graph) == [["a", "b", "c"], ["d", "e"]]

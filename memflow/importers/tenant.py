@@ -77,11 +77,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from urllib.parse import unquote, urlsplit
 
+from resources.settings import TENANT_MAP_SETTING, agent_env
 from schemas.redaction import redact
 from schemas.scope import Scope, ScopeError
 
-MAP_SETTING = "MEMFLOW_TENANT_MAP"
-DEFAULT_ORG_SETTING = "MEMFLOW_DEFAULT_ORG"
 DEFAULT_ORG = "local"
 UNKNOWN = "unknown"
 MAX_PART = 100
@@ -287,11 +286,13 @@ def parse_map(text: str | None) -> list[_Rule]:
         directory, sep, target = entry.rpartition("=")
         org, slash, repo = target.strip().partition("/")
         if not sep or not directory.strip() or not slash or not org or not repo:
-            raise TenantMapError(f"{MAP_SETTING}: {entry!r} is not DIR=ORG/REPO or DIR=ORG/*")
+            raise TenantMapError(
+                f"{TENANT_MAP_SETTING}: {entry!r} is not DIR=ORG/REPO or DIR=ORG/*"
+            )
         try:
             Scope(org, "probe" if repo == "*" else repo)
         except ScopeError as exc:
-            raise TenantMapError(f"{MAP_SETTING}: {exc}") from None
+            raise TenantMapError(f"{TENANT_MAP_SETTING}: {exc}") from None
         spelled = directory.strip()
         fixed = None if repo == "*" else repo
         if is_windows_path(spelled):
@@ -345,11 +346,8 @@ class TenantMapper:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> TenantMapper:
-        env = os.environ if env is None else env
-        return cls(
-            parse_map(env.get(MAP_SETTING)),
-            (env.get(DEFAULT_ORG_SETTING) or "").strip() or DEFAULT_ORG,
-        )
+        found = agent_env(os.environ if env is None else env)
+        return cls(parse_map(found.tenant_map or None), found.default_org)
 
     def choose(self, cwd: str | None, remote_url: str | None = None) -> TenantChoice:
         """The tenant of a session that ran in `cwd` and recorded `remote_url` (if any)."""

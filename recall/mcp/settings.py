@@ -1,7 +1,7 @@
 """What an MCP server is for: its working repository, the API, the local fallbacks.
 
-Every ``MEMFLOW_*`` name the MCP server reads is read here, by `McpSettings.from_env`, when a
-server is started (never at import)."""
+Every ``MEMFLOW_*`` name the MCP server reads is read here, by `McpSettings.from_env` through the
+typed readers of `resources.settings`, when a server is started (never at import)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recall.client import ClientSettings, LocalStores
+from resources.settings import agent_env, local_env
 from schemas.scope import Scope
-
-TENANT_SETTING = "MEMFLOW_TENANT"
-CLIENT_SETTING = "MEMFLOW_MCP_CLIENT"
-LANDING_SETTING = "MEMFLOW_LANDING_DIR"
-KEYS_FILE_SETTING = "MEMFLOW_API_KEYS_FILE"
 
 
 @dataclass(frozen=True)
@@ -46,21 +42,21 @@ class McpSettings:
         """Settings from the environment, read now. The scope: `tenant`, ``MEMFLOW_TENANT``,
         else the tenant mapping of `cwd` (default: the current directory)."""
         env = os.environ if env is None else env
-        spelled = tenant or (env.get(TENANT_SETTING) or "").strip()
+        agent, local = agent_env(env), local_env(env)
+        spelled = tenant or agent.tenant
         if spelled:
             scope = Scope.parse(spelled)
         else:
             from memflow.importers.tenant import TenantMapper
 
             scope = TenantMapper.from_env(env).choose(cwd or os.getcwd()).scope
-        landing = (env.get(LANDING_SETTING) or "").strip()
-        keys = (env.get(KEYS_FILE_SETTING) or "").strip()
+        landing, keys = local.landing_dir, local.api_keys_file
         return cls(
             scope=scope,
             api=ClientSettings.from_env(env),
             stores=LocalStores.from_env(env),
             landing_dir=Path(landing) if landing else None,
-            client=client or (env.get(CLIENT_SETTING) or "").strip() or "mcp",
+            client=client or agent.mcp_client,
             keys_file=Path(keys) if keys else None,
         )
 

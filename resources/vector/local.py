@@ -13,13 +13,13 @@ with no memflow code) with the columns tenant_id, ns, entity_id, text_hash and v
 `<digest>` is a hash of the exact (tenant, ns): two scopes never share a file, even where the
 file system folds case.
 
-Writes replace the file whole: under an exclusive lock of the scope's file (`filelock`, shared by
-every process on the host), read it, merge, write a temporary file, fsync, rename. A reader
-never sees half a write, and a writer killed mid-write leaves the previous file intact plus a
-temporary file that the next writer of that scope removes (it holds the lock, so any temporary
-file it finds is an orphan). Erasing a scope removes its files, a killed writer's temporary
-files and its tenant's folder once empty; the locks are named by a hash, so nothing left names
-the tenant.
+Writes replace the file whole: under an exclusive lock of the scope's file
+(`resources.fs.file_lock`, shared by every process on the host), read it, merge, write a
+temporary file, fsync, rename. A reader never sees half a write, and a writer killed mid-write
+leaves the previous file intact plus a temporary file that the next writer of that scope
+removes (it holds the lock, so any temporary file it finds is an orphan). Erasing a scope
+removes its files, a killed writer's temporary files and its tenant's folder once empty; the
+locks are named by a hash, so nothing left names the tenant.
 
 Searches read the file whole into memory and keep it in a per-process LRU bounded by bytes,
 revalidated by one `stat` per call (a replaced file has another inode, size or mtime): several
@@ -51,8 +51,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from filelock import FileLock
 
+from resources.fs import file_lock
 from resources.vector.base import (
     DEFAULT_MIN_COSINE,
     VectorStore,
@@ -376,8 +376,7 @@ class LocalVectorStore(VectorStore):
     def _writing(self, path: Path) -> Iterator[None]:
         lock_path = self._lock_path(path)
         try:
-            lock_path.parent.mkdir(parents=True, exist_ok=True)
-            with FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S):
+            with file_lock(lock_path, timeout_s=LOCK_TIMEOUT_S):
                 # Only a lock holder makes a temporary file: any found now is an orphan.
                 for orphan in path.parent.glob(f".{path.name}.*.tmp"):
                     orphan.unlink(missing_ok=True)

@@ -199,7 +199,9 @@ def test_every_asset_function_retries_transient_failures_only() -> None:
                 # Innermost, so it wraps the function itself.
                 if names[-1] != "retry_transient_only":
                     missing.append(f"{path.name}:{node.name}")
-    assert found >= 12 and not missing, missing
+    # 8 asset functions (the two model sources are one factory's, assets/models.py, and so
+    # are entity_embeddings and fact_embeddings, assets/embeddings.py) and the IO manager's two
+    assert found >= 10 and not missing, missing
 
 
 def test_a_table_write_that_cannot_succeed_fails_at_once(

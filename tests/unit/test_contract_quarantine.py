@@ -1,4 +1,4 @@
-"""assets.metadata.quarantine_contract_failures validates a run's tenants as one frame: each
+"""schemas.contracts.quarantine_contract_failures validates a run's tenants as one frame: each
 tenant's verdict (rows kept, quarantine rows) must be the one it gets validated alone."""
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assets.metadata import quarantine_contract_failures
 from memflow.facts import build_facts
-from schemas.contracts import EntityContract, FactContract
+from schemas.contracts import EntityContract, FactContract, quarantine_contract_failures
 from schemas.scope import Scope
 from schemas.triples import TurnContext, items_to_triples, triples_frame
 
@@ -151,7 +150,7 @@ import json, sys
 from datetime import UTC, datetime
 from schemas import contracts
 from tests.unit.test_contract_quarantine import BREAKS, built, broken
-from assets.metadata import quarantine_contract_failures
+from schemas.contracts import quarantine_contract_failures
 from schemas.scope import Scope
 getattr(contracts, sys.argv[1]).to_schema()  # this process builds that contract first
 scope = Scope("org", "a")

@@ -157,6 +157,46 @@ def test_retention_of_n_days_drops_old_text_and_keeps_ids_and_hashes() -> None:
     assert apply_retention(turns, -1, now).equals(turns)
 
 
+def test_retention_zero_drops_the_text_of_extracted_turns_only() -> None:
+    from memflow.turns import drop_extracted_text
+
+    turns = pl.DataFrame(
+        {
+            "turn_key": ["done", "waiting", "gone"],
+            "content": ["said", "not yet", None],
+            "content_sha256": ["h1", "h2", "h3"],
+        }
+    )
+    log = pl.DataFrame({"turn_key": ["done", "waiting", "gone"], "model": ["m", "none", "m"]})
+    stripped, dropped = drop_extracted_text(turns, log)
+    assert dropped == 1  # "gone" had no text left to drop
+    assert stripped["content"].to_list() == [None, "not yet", None]
+    assert stripped["content_sha256"].to_list() == ["h1", "h2", "h3"]
+    again, none = drop_extracted_text(stripped, log)
+    assert none == 0 and again.equals(stripped)
+
+
+def test_a_tenants_quarantine_keeps_each_reject_once_where_first_met() -> None:
+    from memflow.facts import tenant_quarantine
+    from schemas.tables import QUARANTINE
+
+    def rejects(*pairs: tuple[str, str]) -> pl.DataFrame:
+        rows = {"reject_id": [r for r, _ in pairs], "stage": [s for _, s in pairs]}
+        return conform(pl.DataFrame(rows), QUARANTINE)
+
+    df = triples(t("a", "USES", "b"), t("a", "USES", "c"))
+    built = build_facts(SCOPE, df.with_columns(pl.Series("predicate", ["USES", "not upper"])))
+    assert built.rejects.height == 1
+    out = tenant_quarantine(
+        [rejects(("r1", "landing")), None, pl.DataFrame()],
+        built,
+        [rejects(("r1", "validation"), ("r2", "validation"))],
+    )
+    assert out.columns == list(QUARANTINE)
+    assert out["reject_id"].to_list() == ["r1", built.rejects["reject_id"][0], "r2"]
+    assert out["stage"].to_list()[0] == "landing"
+
+
 # -- provenance: every stating turn, first statement first -----------------------------------
 
 

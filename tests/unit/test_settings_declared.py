@@ -31,21 +31,6 @@ ALLOWED = {
     # the mapping it is given; the declarations use these very constants
     ("schemas/rules.py", "MEMFLOW_HISTORY_START"),
     ("schemas/rules.py", "MEMFLOW_FUTURE_TOLERANCE_HOURS"),
-    # helper "agents"' files as merged from main (12-02): still read these names themselves;
-    # each is declared, with a typed accessor (resources.settings hook_env, agent_env,
-    # client_env) to switch them to; no other read may join this list
-    ("memflow/importers/tenant.py", "MEMFLOW_TENANT_MAP"),
-    ("memflow/importers/tenant.py", "MEMFLOW_DEFAULT_ORG"),
-    ("recall/hooks.py", "MEMFLOW_HOOK_BUDGET_S"),
-    ("recall/hooks.py", "MEMFLOW_HOOK_MAX_CHARS"),
-    ("recall/hooks.py", "MEMFLOW_HOOK_MAX_FACTS"),
-    ("recall/hooks.py", "MEMFLOW_HOOK_QUERY"),
-    ("recall/hooks.py", "MEMFLOW_TENANT"),
-    ("recall/hooks.py", "MEMFLOW_LANDING_DIR"),
-    ("recall/mcp/settings.py", "MEMFLOW_TENANT"),
-    ("recall/mcp/settings.py", "MEMFLOW_MCP_CLIENT"),
-    ("recall/mcp/settings.py", "MEMFLOW_LANDING_DIR"),
-    ("recall/mcp/settings.py", "MEMFLOW_API_KEYS_FILE"),
 }
 
 
