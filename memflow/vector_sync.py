@@ -101,6 +101,8 @@ def _sync_batch(
             {scope: wanted[kind] for scope, wanted, _ in batch},
             lambda scope, todo, key=key: ledger.vectors_of(key, scope, todo),
         )
+    # files equal to the ledger are not rewritten: record their counts where missing
+    store.record_counts([scope for scope, _, _ in batch])
     own = sum(r.seconds for kind in KINDS for r, _ in results[kind].values())
     shared = max(0.0, time.perf_counter() - started - own) / len(batch)
     for scope, _, prepared in batch:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pipelines.shown import shown
@@ -116,7 +117,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     cfg = _settings(args, must_exist=(LANDING,), create=(DATA,))
     from pipelines.runner import SURVEY_TENANT, run_all, terminal_progress
-    from pipelines.status import format_summary, tenant_summaries
+    from pipelines.status import tenant_summaries
+    from pipelines.status_text import format_summary
     from resources.tables import open_tables
 
     outcome = run_all(
@@ -275,14 +277,50 @@ def cmd_status(args: argparse.Namespace) -> int:
     cfg = _reads_data(args)
     from pipelines.status import status
 
-    report = status(cfg)
+    tenants = [_scope(t) for t in args.tenant] if args.tenant else None
+    if tenants is not None:
+        from pipelines.status import known_tenants
+        from resources.tables import open_tables
+
+        known = set(known_tenants(open_tables(cfg)))
+        unknown = [t.key for t in tenants if t not in known]
+        if unknown:
+            print(
+                f"memflow: no table holds turns or facts of {shown(', '.join(unknown))}",
+                file=sys.stderr,
+            )
+            return 1
+    report = status(cfg, verify=args.verify, tenants=tenants, progress=_verify_progress())
     if args.json:
         _print_json(report)
     else:
-        from pipelines.status import format_status
+        from pipelines.status_text import format_status
 
-        print(format_status(report))
+        print(format_status(report, every_tenant=args.all or tenants is not None))
     return 0
+
+
+def _verify_progress(clock: Callable[[], float] | None = None) -> Callable[[int, int], None]:
+    """Progress of a long verification on stderr (every 2 s at most, and the end once
+    anything was printed), so stdout stays the report."""
+    import time
+
+    clock = clock or time.monotonic
+    started = clock()
+    last = [started, False]  # when last printed, whether anything was
+
+    def progress(done: int, total: int) -> None:
+        now = clock()
+        if now - last[0] < 2.0 and not (done == total and last[1]):
+            return
+        last[:] = [now, True]
+        print(
+            f"memflow status: verified {done} of {total} tenants' stores ({now - started:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return progress
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
@@ -657,9 +695,25 @@ def _add_data_commands(sub: _Subparsers) -> None:
     p.add_argument("--limit", type=int, default=50, help="rows shown (0: all); default 50")
     p.set_defaults(func=cmd_rejects)
 
-    p = sub.add_parser("status", help="tables, stores and embedding coverage per tenant")
+    p = sub.add_parser(
+        "status",
+        help="what runs; every tenant's balances, store counts and embedding coverage, those "
+        "needing attention first",
+    )
     _common(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="every tenant, as JSON")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="also compare every tenant's graph and vector store with its tables (ids and "
+        "content; ~15 ms a tenant, progress on stderr)",
+    )
+    p.add_argument(
+        "--tenant",
+        action="append",
+        help="only this ORG/REPO, in full, its stores verified (repeatable)",
+    )
+    p.add_argument("--all", action="store_true", help="print every tenant in full")
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("recall", help="answer a question from a tenant's memory")

@@ -75,6 +75,12 @@ def rebuild_vectors(
                     report.unchanged += r.unchanged
                     if kind in done.mismatches:
                         report.unequal.append(f"{done.scope.key} {r.model}")
+        counted = store.record_counts(scopes)
+        if counted:
+            report.notes.append(
+                f"recorded the vector count of {counted} file(s) written before counts were "
+                "kept (what `memflow status` reads)"
+            )
     stopped = stop_legacy_server(data_dir)
     if stopped is not None:
         report.notes.append(f"stopped the Milvus Lite server of an earlier memflow (pid {stopped})")

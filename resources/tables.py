@@ -81,7 +81,7 @@ from resources.table_upkeep import (
     refuse_legacy,
 )
 from schemas.scope import Scope
-from schemas.tables import LANDING_PROBLEMS, PER_DAY, TABLES, Asset, conform
+from schemas.tables import FIGURES, LANDING_PROBLEMS, PER_DAY, TABLES, Asset, conform
 
 _ZONE_LAYOUTS = {Asset.LANDING_PROBLEMS: LANDING_PROBLEMS}
 _SUMMARY_COLUMNS = {"tenant_id": pl.String, "ns": pl.String, "summary": pl.String}
@@ -253,6 +253,23 @@ class TableStore:
                 if columns is None and version is None and as_of is None:
                     DIGESTS.put(snap_uri, scope, tuple(sorted(paths)), digest(out[scope]))
         return out
+
+    def read_columns(self, asset: str, scopes: Iterable[Scope], columns: list[str]) -> pl.DataFrame:
+        """tenant_id, ns and `columns` of every row of `scopes`, in one scan of their files
+        (`resources.table_figures.read_columns`)."""
+        from resources.table_figures import read_columns
+
+        return read_columns(self, asset, scopes, columns)
+
+    def file_index(self, asset: str) -> tuple[pl.DataFrame, bool] | None:
+        """The table's data files as this process last read its log (tenant_id, ns, path,
+        rows), and whether they read file by file (no deletion vectors); None: no table."""
+        snap = self.snapshot(self.uri(asset))
+        return None if snap is None else (snap.files, snap.plain)
+
+    def forget_snapshot(self, asset: str) -> None:
+        """Read the table's log anew at the next call (its files were vacuumed meanwhile)."""
+        SNAPSHOTS.forget(self.uri(asset), self.storage_options)
 
     def _at(self, uri: str, version: int | None, as_of: datetime | None) -> Snapshot | None:
         if version is None and as_of is None:
@@ -483,6 +500,11 @@ class TableStore:
             rows[scope.key] = df.height
         uri = self.uri(asset)
         changed = self._changed(asset, [s for s, _ in items], parts)
+        if asset in FIGURES and len(changed) < len(items):
+            from resources.table_figures import record_missing
+
+            same = set(range(len(items))) - set(changed)
+            record_missing(self, asset, {items[i][0]: parts[i] for i in sorted(same)})
         if not changed:
             return TableCommit(asset, uri, self.version(asset), False, rows)
         scopes = [items[i][0] for i in changed]
@@ -497,6 +519,10 @@ class TableStore:
             files = self.files_by_scope(asset, scopes, version=version)
             for scope, df in zip(scopes, kept, strict=True):
                 DIGESTS.put(uri, scope, files.get(scope, ()), digest(df))
+            if asset in FIGURES:
+                from resources.table_figures import record_figures
+
+                record_figures(self, asset, dict(zip(scopes, kept, strict=True)), files)
         return TableCommit(asset, uri, version, committed, rows, tuple(s.key for s in scopes))
 
     def _changed(self, asset: str, scopes: list[Scope], frames: list[pl.DataFrame]) -> list[int]:
@@ -701,6 +727,13 @@ class TableStore:
             .iter_rows()
         }
 
+    def figures(self, asset: str, scopes: Iterable[Scope]) -> dict[Scope, dict[str, int]]:
+        """Each tenant's figures of `asset` (`schemas.tables.FIGURES`) as its current files
+        hold them (`resources.table_figures.figures`)."""
+        from resources.table_figures import figures
+
+        return figures(self, asset, scopes)
+
     # ----------------------------------------------------------------------- maintenance
 
     def maintain(
@@ -711,7 +744,14 @@ class TableStore:
         write's), checkpoint the log and drop expired log entries, for every
         table (or the named `tables`). Time travel to versions older than the retention is
         no longer possible afterwards."""
-        return table_upkeep.maintain(self, retention_hours=retention_hours, tables=tables)
+        done = table_upkeep.maintain(self, retention_hours=retention_hours, tables=tables)
+        from resources.table_figures import refresh_figures
+
+        wanted = set(tables) if tables is not None else None
+        for asset in FIGURES:  # a compaction renames a tenant's files: record its figures anew
+            if (wanted is None or asset in wanted) and self.exists(asset):
+                refresh_figures(self, asset)
+        return done
 
 
 def _read_parquet(

@@ -5,9 +5,12 @@ Every module names an asset or a table through `Asset`; contracts are in `contra
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 import polars as pl
+
+from schemas.rules import SEVERITY_WARNING
 
 
 class Asset:
@@ -300,6 +303,34 @@ TABLES: dict[str, dict[str, pl.DataType]] = {
     Asset.FACT_EMBEDDINGS: FACT_EMBEDDINGS,
 }
 PER_DAY: tuple[str, ...] = (Asset.RAW_TURNS, Asset.EXTRACTED_TRIPLES, Asset.EXTRACTION_LOG)
+
+
+def _landing_figures(df: pl.DataFrame) -> dict[str, int]:
+    return {"records": int(df["records"].sum() or 0)}
+
+
+def _log_figures(df: pl.DataFrame) -> dict[str, int]:
+    return {"awaiting": int((df["model"] == "none").sum() or 0)}
+
+
+def _quarantine_figures(df: pl.DataFrame) -> dict[str, int]:
+    warning = pl.col("severity") == SEVERITY_WARNING
+    out = {"rows": df.height, "warnings": int(df.select(warning.sum()).item() or 0)}
+    for kind, part in (("reject", df.filter(~warning)), ("warning", df.filter(warning))):
+        for reason, n in part.group_by("reason").len().iter_rows():
+            out[f"{kind}:{reason}"] = n
+    return out
+
+
+# Per-tenant figures of a table that a report over every tenant needs (`memflow status`: the
+# lines read, the turns awaiting extraction, the rejects by reason): the columns they are made
+# of, and how. The table store records them with each write, beside the table, so the report
+# reads one small table instead of every tenant's data files (`TableStore.figures`).
+FIGURES: dict[str, tuple[tuple[str, ...], Callable[[pl.DataFrame], dict[str, int]]]] = {
+    Asset.LANDING_FILES: (("records",), _landing_figures),
+    Asset.EXTRACTION_LOG: (("model",), _log_figures),
+    Asset.QUARANTINE: (("reason", "severity"), _quarantine_figures),
+}
 
 
 def empty(columns: dict[str, pl.DataType]) -> pl.DataFrame:

@@ -74,6 +74,12 @@ class GraphStore(ABC):
     def counts(self, scope: Scope) -> dict[str, int]:
         """{"entities": n, "facts": n}."""
 
+    def counts_many(self, scopes: Sequence[Scope]) -> dict[Scope, dict[str, int]]:
+        """`counts` of each of `scopes` (every one asked, zeros where it holds nothing, no other
+        scope). A backend answers in grouped reads (what `memflow status` asks for every
+        tenant); the default asks scope by scope."""
+        return {scope: self.counts(scope) for scope in dict.fromkeys(scopes)}
+
     @abstractmethod
     def version(self, scope: Scope) -> str:
         """A token that changes whenever the scope's content changes (cache key for recall)."""

@@ -461,6 +461,42 @@ class GremlinGraphStore(GraphStore):
 
         return self._call(read)
 
+    def counts_many(self, scopes: Sequence[Scope]) -> dict[Scope, dict[str, int]]:
+        """Grouped by tenant and namespace on the server, one traversal per kind for up to
+        `_ID_CHUNK` orgs and namespaces at a time; pairs not asked for are dropped."""
+        wanted = list(dict.fromkeys(scopes))
+        out = {s: {"entities": 0, "facts": 0} for s in wanted}
+        by_pair = {(s.tenant_id, s.ns): s for s in wanted}
+        for start in range(0, len(wanted), _ID_CHUNK):
+            chunk = wanted[start : start + _ID_CHUNK]
+            orgs = sorted({s.tenant_id for s in chunk})
+            repos = sorted({s.ns for s in chunk})
+
+            def grouped(t: GraphTraversal, orgs=orgs, repos=repos) -> dict[Any, Any]:
+                return (
+                    t.has("tenant_id", P.within(orgs))
+                    .has("ns", P.within(repos))
+                    .has("row_hash")
+                    .group()
+                    .by("tenant_id")
+                    .by(__.group().by("ns").by(__.count()))
+                    .next()
+                )
+
+            found = self._call(
+                lambda g, grouped=grouped: {
+                    "entities": grouped(g.V().has_label(ENTITY)),
+                    "facts": grouped(g.E().has_label(FACT)),
+                }
+            )
+            for kind, by_org in found.items():
+                for org, by_ns in by_org.items():
+                    for ns, n in by_ns.items():
+                        scope = by_pair.get((org, ns))
+                        if scope is not None:
+                            out[scope][kind] = int(n)
+        return out
+
     def version(self, scope: Scope) -> str:
         tokens = self._call(
             lambda g: _scoped(g.V(), scope).has_label(SCOPE_MARKER).values("version").to_list()

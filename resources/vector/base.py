@@ -145,6 +145,17 @@ class VectorStore(ABC):
     def models(self, scope: Scope) -> dict[str, tuple[int, int]]:
         """model -> (dimension, vectors held for the scope)."""
 
+    def models_many(self, scopes: Sequence[Scope]) -> dict[Scope, dict[str, tuple[int, int]]]:
+        """`models` of each of `scopes` (every one asked, empty where it holds nothing, no
+        other scope): what `memflow status` asks for every tenant. A backend counts without
+        reading the vectors where it can; the default asks scope by scope."""
+        return {scope: self.models(scope) for scope in dict.fromkeys(scopes)}
+
+    def record_counts(self, scopes: Sequence[Scope]) -> int:
+        """Record what `models_many` reads for `scopes` where it is missing (a store that keeps
+        counts beside its data; a server counts itself: nothing to do). Returns how many."""
+        return 0
+
     @abstractmethod
     def delete_scope(self, scope: Scope) -> None:
         """Remove the scope's vectors of every model."""

@@ -4,6 +4,7 @@ Layout (one directory per model key, one file per scope)::
 
     <root>/<model-slug>-<hash>/model.json                 {"model": "...", "dim": 384}
     <root>/<model-slug>-<hash>/<org>/<repo>.<digest>.arrow
+    <root>/<model-slug>-<hash>/<org>/<repo>.<digest>.rows  its row count and stat (a count)
     <root>/.locks/<hash>.lock                             a scope file's write lock
 
 A scope's file is an uncompressed Arrow IPC file (Feather v2: pyarrow, polars and pandas read it
@@ -26,6 +27,12 @@ processes (the Dagster steps, the API's workers, the CLI) share the files, and a
 them is seen at the next call. (Read, not memory-mapped: a file truncated in place by another
 program would kill a process mapping it.) A query costs a stat and one single-threaded
 matrix-vector product (`bench/bench_vector_store.py`).
+
+Counting every tenant's vectors (`models_many`, what `memflow status` asks) reads the `.rows`
+file each write leaves beside its Arrow file: the rows it wrote and the stat of the file it
+made. Where that stat is the Arrow file's still, the count is exact without opening the Arrow
+file (~20 us against ~100 us a file); anywhere else (no `.rows` file, another stat: a file
+copied in, a write killed between the two) the Arrow file is counted.
 
 Isolation: the path is derived from the scope, every row carries tenant_id and ns, and rows of
 another scope in a file are dropped when it is loaded, so no search can answer them.
@@ -65,6 +72,7 @@ from schemas.records import VectorHit
 from schemas.scope import Scope
 
 SUFFIX = ".arrow"
+ROWS_SUFFIX = ".rows"
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 LOCK_TIMEOUT_S = 120.0
 LOCKS = ".locks"
@@ -187,9 +195,65 @@ def _read(path: Path, scope: Scope, dim: int) -> _Scoped:
     return _Scoped(_stamp(st), ids, hashes, matrix, st.st_size)
 
 
+def _count(path: Path, scope: Scope, dim: int) -> int:
+    """What `_read(path, scope, dim).rows` says, reading the file's footer and its tenant_id
+    and ns columns only (not the vectors: a count of every tenant's files stays cheap). Those
+    two columns are checked as `_read` checks them; the others are not read (a search, or
+    `ids`, reads and checks them)."""
+    try:
+        source = pa.OSFile(str(path))
+    except FileNotFoundError:
+        return 0
+    try:
+        with source:
+            reader = pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(included_fields=[0, 1]))
+            scope_columns = pa.schema(list(_schema(dim))[:2])
+            if not reader.schema.equals(scope_columns):
+                expected = ", ".join(f"{f.name}: {f.type}" for f in scope_columns)
+                raise pa.ArrowInvalid(f"its columns are not {expected}")
+            table = reader.read_all()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError, AttributeError) as err:
+        raise VectorStoreError(
+            f"vector file {path} cannot be read ({err}); remove it and run "
+            "`memflow vectors rebuild` to write it again from the embedding ledger"
+        ) from err
+    if _only(table["tenant_id"], scope.tenant_id) and _only(table["ns"], scope.ns):
+        return table.num_rows
+    tenants, nss = table["tenant_id"].to_pylist(), table["ns"].to_pylist()
+    return sum((t, n) == (scope.tenant_id, scope.ns) for t, n in zip(tenants, nss, strict=True))
+
+
+def _recorded_rows(stem: str) -> int | None:
+    """The rows its writer recorded beside the file `<stem>.arrow`, where the file is still the
+    one it wrote (same stat); None otherwise (no file: 0). Plain `os` calls: it runs for every
+    file of every tenant (`models_many`)."""
+    try:
+        st = os.stat(stem + SUFFIX)
+    except FileNotFoundError:
+        return 0
+    try:
+        fd = os.open(stem + ROWS_SUFFIX, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        rows, *stamp = (int(x) for x in os.read(fd, 256).split())
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    return rows if tuple(stamp) == _stamp(st) else None
+
+
+def _held_rows(stem: str, scope: Scope, dim: int) -> int:
+    """The scope's rows in the file `<stem>.arrow`: as recorded, else counted (`_count`)."""
+    rows = _recorded_rows(stem)
+    return _count(Path(stem + SUFFIX), scope, dim) if rows is None else rows
+
+
 def _remove(path: Path) -> None:
     """Remove a scope's file (its writer's lock held) and its tenant's folder once empty."""
     path.unlink(missing_ok=True)
+    path.with_suffix(ROWS_SUFFIX).unlink(missing_ok=True)
     with contextlib.suppress(OSError):  # another scope of the tenant still has a file
         path.parent.rmdir()
 
@@ -395,6 +459,9 @@ class LocalVectorStore(VectorStore):
             # the rename may be lost and the previous file stays, which the next sink's diff
             # (ids read from the file) finds and writes again.
             os.replace(tmp, path)
+            # what it wrote, for a count that opens no Arrow file (`_held_rows`)
+            stamp = " ".join(str(x) for x in _stamp(os.stat(path)))
+            path.with_suffix(ROWS_SUFFIX).write_text(f"{n} {stamp}\n")
         except OSError as err:
             tmp.unlink(missing_ok=True)
             raise VectorStoreError(f"cannot write {path}: {err}") from err
@@ -492,6 +559,42 @@ class LocalVectorStore(VectorStore):
             if rows:
                 out[model] = (dim, rows)
         return out
+
+    def models_many(self, scopes: Sequence[Scope]) -> dict[Scope, dict[str, tuple[int, int]]]:
+        """Counted from what each write recorded beside its file where the file is unchanged
+        since, else from the file's footer and scope columns; no vector read, nothing added
+        to the search cache."""
+        wanted = list(dict.fromkeys(_check_scope(s) for s in scopes))
+        out: dict[Scope, dict[str, tuple[int, int]]] = {s: {} for s in wanted}
+        # `path` spelled out with strings: pathlib's objects cost more than the count
+        names = {s: f"{s.tenant_id}{os.sep}{s.ns}.{_scope_digest(s)}" for s in wanted}
+        for model, dim in sorted(self._model_names().values()):
+            base = f"{self._model_dir(model)}{os.sep}"
+            for scope in wanted:
+                rows = _held_rows(base + names[scope], scope, dim)
+                if rows:
+                    out[scope][model] = (dim, rows)
+        return out
+
+    def record_counts(self, scopes: Sequence[Scope]) -> int:
+        """Write the `.rows` record beside every file of `scopes` that lacks a valid one (a
+        file written before records were kept, or by hand), each under its file's write lock;
+        returns how many were written. The vector sink and `memflow vectors rebuild` call it
+        for the tenants they synced (a file equal to the ledger is not rewritten)."""
+        written = 0
+        for model, dim in sorted(self._model_names().values()):
+            for scope in dict.fromkeys(_check_scope(s) for s in scopes):
+                path = self.path(model, scope)
+                if _recorded_rows(str(path.with_suffix(""))) is not None:
+                    continue  # recorded, or no file
+                with self._writing(path):
+                    if not path.exists():
+                        continue
+                    rows = _count(path, scope, dim)
+                    stamp = " ".join(str(x) for x in _stamp(os.stat(path)))
+                    path.with_suffix(ROWS_SUFFIX).write_text(f"{rows} {stamp}\n")
+                    written += 1
+        return written
 
     def close(self) -> None:
         self.cache.clear()

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -439,6 +440,34 @@ def test_counts_and_version_follow_every_change(graph_store: GraphStore, new_sco
     graph_store.upsert_entities(scope, [ent("z")])
     versions.append(graph_store.version(scope))
     assert len(set(versions)) == len(versions)
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["few scopes", "grouped"])
+def test_counts_many_answers_each_scope_asked_as_counts_does_and_no_other(
+    graph_store: GraphStore, new_scope: Scopes, grouped: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memflow status` counts every tenant's graph at once: one answer per scope asked (zeros
+    for an empty one), never the counts of a scope not asked for, even one whose org and
+    namespace are each among those asked."""
+    if grouped:  # the grouped read (SQLite from 64 scopes; Gremlin in chunks of orgs)
+        monkeypatch.setattr("resources.graph.sqlite._GROUPED_FROM", 0)
+        monkeypatch.setattr("resources.graph.gremlin._ID_CHUNK", 2)
+    first, second = new_scope("alpha"), new_scope("beta", tenant_id=f"o{uuid.uuid4().hex[:12]}")
+    empty = new_scope("gamma")
+    crossed = new_scope("beta")  # first's org, second's namespace: not asked
+    load_chain(graph_store, first)
+    graph_store.upsert_entities(second, [ent("x"), ent("y")])
+    graph_store.upsert_facts(second, [fact("f_xy", "x", "y")])
+    graph_store.upsert_entities(crossed, [ent("q")])
+    asked = [first, second, empty, first]  # a scope asked twice is answered once
+
+    got = graph_store.counts_many(asked)
+
+    assert list(got) == [first, second, empty]
+    assert got == {s: graph_store.counts(s) for s in (first, second, empty)}
+    assert got[first] == {"entities": 5, "facts": 4} and got[second] == {"entities": 2, "facts": 1}
+    assert got[empty] == {"entities": 0, "facts": 0}
+    assert graph_store.counts_many([]) == {}
 
 
 def test_row_hashes_are_what_was_written(graph_store: GraphStore, new_scope: Scopes) -> None:

@@ -172,9 +172,13 @@ def test_a_damaged_file_fails_naming_it_and_the_way_out(tmp_path: Path) -> None:
     fresh = LocalVectorStore(tmp_path)
     with pytest.raises(VectorStoreError, match=r"payments\..*cannot be read.*vectors rebuild"):
         fresh.nearest("m", SCOPE, E1)
+    with pytest.raises(VectorStoreError, match=r"payments\..*cannot be read.*vectors rebuild"):
+        fresh.models_many([SCOPE])
     path.write_bytes(b"")
     with pytest.raises(VectorStoreError, match="cannot be read"):
         fresh.ids("m", SCOPE)
+    with pytest.raises(VectorStoreError, match="cannot be read"):
+        fresh.models_many([SCOPE])
 
 
 def _write_ipc(path: Path, table: pa.Table) -> None:
@@ -233,6 +237,7 @@ def test_rows_of_another_scope_in_a_file_are_never_answered(tmp_path: Path) -> N
     assert [h.entity_id for h in reader.nearest("m", SCOPE, E1, min_cosine=-1.0)] == ["mine"]
     assert reader.ids("m", SCOPE) == {"mine": "h"}
     assert reader.models(SCOPE) == {"m": (4, 1)}
+    assert reader.models_many([SCOPE]) == {SCOPE: {"m": (4, 1)}}  # counted from two columns
 
 
 def test_scopes_differing_in_case_never_share_a_file(tmp_path: Path) -> None:
@@ -300,6 +305,7 @@ def test_reading_ids_keeps_nothing_in_the_search_cache(tmp_path: Path) -> None:
     for scope in scopes:
         store.upsert("m", 4, scope, [("a", "h", E1)])
     assert store.ids_many("m", scopes) == {s: {"a": "h"} for s in scopes}
+    assert store.models_many(scopes) == {s: {"m": (4, 1)} for s in scopes}
     assert len(store.cache) == 0 and store.cache.bytes == 0
     store.nearest("m", scopes[0], E1)
     assert len(store.cache) == 1
@@ -338,3 +344,47 @@ def test_erasing_a_tenant_leaves_nothing_that_names_it(tmp_path: Path) -> None:
     assert store.models(kept) == {"m": (4, 1), "facts:m": (4, 1)}
     store.upsert("m", 4, gone[1], [("b", "h", E2)])
     assert store.ids("m", gone[1]) == {"b": "h"}
+
+
+def test_counts_come_from_what_each_write_recorded_while_its_file_is_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`models_many` (every tenant's counts, `memflow status`) opens no Arrow file whose
+    writer's record beside it still holds; a file changed since (written by hand, the record
+    lost or damaged) is counted, never taken from a stale record."""
+    import resources.vector.local as local
+
+    store = LocalVectorStore(tmp_path)
+    store.upsert("m", 4, SCOPE, [("a", "h", E1), ("b", "h", E2)])
+    path = store.path("m", SCOPE)
+    record = path.with_suffix(local.ROWS_SUFFIX)
+    assert record.read_text().split()[0] == "2"
+
+    def never(*_: object) -> int:
+        raise AssertionError("the Arrow file was opened")
+
+    with monkeypatch.context() as m:
+        m.setattr(local, "_count", never)
+        assert LocalVectorStore(tmp_path).models_many([SCOPE]) == {SCOPE: {"m": (4, 2)}}
+
+    row = {"tenant_id": "acme", "ns": "payments", "text_hash": "h"}
+    by_hand = [{**row, "entity_id": e, "vector": E1} for e in ("x", "y", "z")]
+    _write_ipc(path, pa.Table.from_pylist(by_hand, schema=_schema(4)))  # the record is stale
+    assert LocalVectorStore(tmp_path).models_many([SCOPE]) == {SCOPE: {"m": (4, 3)}}
+    for damaged in ("", "many", "7 1 2 3"):
+        record.write_text(damaged)
+        assert LocalVectorStore(tmp_path).models_many([SCOPE]) == {SCOPE: {"m": (4, 3)}}
+    record.unlink()
+    assert LocalVectorStore(tmp_path).models_many([SCOPE]) == {SCOPE: {"m": (4, 3)}}
+    # `memflow vectors rebuild` records what is missing (a file written before records were
+    # kept), once; then no Arrow file is opened to count
+    assert store.record_counts([SCOPE, Scope("acme", "none")]) == 1
+    assert store.record_counts([SCOPE]) == 0 and record.read_text().split()[0] == "3"
+    with monkeypatch.context() as m:
+        m.setattr(local, "_count", never)
+        assert LocalVectorStore(tmp_path).models_many([SCOPE]) == {SCOPE: {"m": (4, 3)}}
+    store.upsert("m", 4, SCOPE, [("w", "h", E1)])  # a write records its count again
+    assert record.read_text().split()[0] == "4"
+    store.delete("m", SCOPE, ["w", "x", "y", "z"])  # the file goes, and its record
+    assert not path.exists() and not record.exists()
+    assert store.models_many([SCOPE]) == {SCOPE: {}}

@@ -25,7 +25,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from resources.tables import TableStore
+from resources.tables import SUMMARIES_DIR, TableStore
 from schemas.scope import Scope
 from schemas.tables import ENTITIES, LANDING_PROBLEMS, TABLES, Asset, conform
 from tests.support import s3_server
@@ -216,6 +216,113 @@ def test_a_column_added_to_the_layout_reads_back_null_for_old_rows(
         .height
         == 4
     )
+
+
+def test_read_columns_reads_what_read_many_reads_in_one_scan(
+    store: TableStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memflow status` reads a few columns of every tenant at once: the same rows and values
+    as reading tenant by tenant, a file written before a column existed reading null."""
+    monkeypatch.setitem(TABLES, Asset.ENTITIES, {k: v for k, v in ENTITIES.items() if k != "types"})
+    store.write_table(entities(A, 2).drop("types"), Asset.ENTITIES, A)  # an older version
+    monkeypatch.setitem(TABLES, Asset.ENTITIES, ENTITIES)
+    store.write_tenants(Asset.ENTITIES, {B: entities(B, 3), C: entities(C, 1)})
+    nobody = Scope("nobody", "here")
+
+    got = store.read_columns(Asset.ENTITIES, [A, B, nobody], ["name", "types"])
+
+    assert got.columns == ["tenant_id", "ns", "name", "types"]
+    one_by_one = pl.concat(
+        [df.select(got.columns) for df in store.read_many(Asset.ENTITIES, [A, B]).values()]
+    )
+    assert got.sort("ns", "name").equals(one_by_one.sort("ns", "name"))
+    assert got.height == 5 and got.filter(pl.col("ns") == A.ns)["types"].null_count() == 2
+    assert C.tenant_id not in got["tenant_id"].to_list()  # a tenant not asked for
+    never = store.read_columns(Asset.QUARANTINE, [A], ["reason"])  # a table never written
+    assert never.is_empty() and never.columns == ["tenant_id", "ns", "reason"]
+    assert store.read_columns(Asset.ENTITIES, [], ["name"]).is_empty()
+
+
+def quarantined(scope: Scope, reasons: list[tuple[str, str | None]]) -> pl.DataFrame:
+    return conform(
+        pl.DataFrame(
+            {
+                "reject_id": [f"{scope.ns}-r{i}" for i in range(len(reasons))],
+                "tenant_id": [scope.tenant_id] * len(reasons),
+                "ns": [scope.ns] * len(reasons),
+                "reason": [r for r, _ in reasons],
+                "severity": [s for _, s in reasons],
+            }
+        ),
+        TABLES[Asset.QUARANTINE],
+    )
+
+
+def test_figures_are_recorded_with_each_write_and_trusted_only_for_its_files(
+    store: TableStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report over every tenant reads the figures each write recorded beside the table, not
+    every tenant's files; figures that do not name a tenant's current files (a write that died
+    between its two commits, a compaction) are made from the files, and maintenance records
+    them anew. A null severity reads as the column's default (an error), as a read fills it."""
+    import resources.table_figures as figures_mod
+
+    store.write_tenants(
+        Asset.QUARANTINE,
+        {
+            A: quarantined(A, [("bad_json", "error"), ("bad_json", None), ("late", "warning")]),
+            B: quarantined(B, [("late", "warning")]),
+        },
+    )
+    expected = {
+        A: {"rows": 3, "warnings": 1, "reject:bad_json": 2, "warning:late": 1},
+        B: {"rows": 1, "warnings": 1, "warning:late": 1},
+        C: {"rows": 0, "warnings": 0},  # never written
+    }
+    real_read = figures_mod.read_columns
+
+    def no_scan(*args: object, **kw: object) -> pl.DataFrame:
+        raise AssertionError("a tenant's files were read")
+
+    monkeypatch.setattr(figures_mod, "read_columns", no_scan)
+    assert store.figures(Asset.QUARANTINE, [A, B, C]) == expected
+
+    # figures naming files that are no longer A's: made from A's files (and only A's)
+    stale = {**expected[A], "rows": 99, figures_mod.FILES_KEY: 1}
+    store.record_summaries(Asset.QUARANTINE, {A: stale})
+    read: list[list[Scope]] = []
+
+    def counted(store_: TableStore, asset: str, scopes: list[Scope], columns: list[str]):
+        read.append(list(scopes))
+        return real_read(store_, asset, scopes, columns)
+
+    monkeypatch.setattr(figures_mod, "read_columns", counted)
+    assert store.figures(Asset.QUARANTINE, [A, B, C]) == expected and read == [[A]]
+    assert figures_mod.refresh_figures(store, Asset.QUARANTINE) == 1
+    read.clear()
+    assert store.figures(Asset.QUARANTINE, [A, B]) == {A: expected[A], B: expected[B]}
+    assert read == []
+
+    # a write that leaves A as it was records A's missing figures (an earlier directory's
+    # next run), committing nothing to the table itself
+    store.record_summaries(Asset.QUARANTINE, {A: stale})
+    version = store.version(Asset.QUARANTINE)
+    store.write_table(store.read(Asset.QUARANTINE, A), Asset.QUARANTINE, A)
+    assert store.version(Asset.QUARANTINE) == version
+    read.clear()
+    assert store.figures(Asset.QUARANTINE, [A]) == {A: expected[A]} and read == []
+
+    # a table written before figures were recorded: maintenance records them
+    store.record_summaries(Asset.QUARANTINE, {A: stale, B: stale})
+    monkeypatch.setattr(figures_mod, "REFRESH_CHUNK", 1)  # a commit each
+    before = store.version(f"{SUMMARIES_DIR}/{Asset.QUARANTINE}")
+    store.maintain(retention_hours=0, tables=[Asset.QUARANTINE])
+    assert store.version(f"{SUMMARIES_DIR}/{Asset.QUARANTINE}") == before + 2
+    read.clear()
+    assert store.figures(Asset.QUARANTINE, [A, B, C]) == expected and read == []
+    # the write that removes a tenant's rows leaves it with the figures of no rows
+    store.write_table(quarantined(B, []), Asset.QUARANTINE, B)
+    assert store.figures(Asset.QUARANTINE, [B]) == {B: expected[C]} and read == []
 
 
 # --------------------------------------------------------------------- versions, history

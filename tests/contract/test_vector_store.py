@@ -314,6 +314,31 @@ def test_ids_many_answers_each_scope_asked_and_no_other(
     assert vector_store.ids_many("m", []) == {}
 
 
+def test_models_many_answers_each_scope_asked_as_models_does_and_no_other(
+    vector_store: VectorStore, fresh_scope: Scopes
+) -> None:
+    """`memflow status` counts every tenant's vectors at once, without reading them."""
+    a, b = fresh_scope("one", tenant="a"), fresh_scope("two", tenant="b")
+    crossed = Scope(a.tenant_id, b.ns)
+    empty = fresh_scope("none", tenant="c")
+    facts = fact_vectors_key("m")
+    vector_store.upsert("m", 4, a, [("x", "ha", E1), ("w", "ha", E1)])
+    vector_store.upsert(facts, 4, a, [("f1", "h", E1)])
+    vector_store.upsert("m", 4, b, [("y", "hb", E1)])
+    vector_store.upsert("n3", 3, b, [("y", "hb", [1.0, 0.0, 0.0])])
+    vector_store.upsert("m", 4, crossed, [("leak", "hc", E1)])
+
+    held = vector_store.models_many([a, b, empty, a])
+
+    assert list(held) == [a, b, empty]
+    assert held == {s: vector_store.models(s) for s in (a, b, empty)}
+    assert held[a] == {"m": (4, 2), facts: (4, 1)} and held[b] == {"m": (4, 1), "n3": (3, 1)}
+    assert held[empty] == {}
+    vector_store.delete("m", a, ["x"])
+    assert vector_store.models_many([a])[a] == {"m": (4, 1), facts: (4, 1)}
+    assert vector_store.models_many([]) == {}
+
+
 def test_sync_block_syncs_each_scope_and_reads_back(
     vector_store: VectorStore, fresh_scope: Scopes
 ) -> None:

@@ -99,10 +99,10 @@ def test_status_names_the_lite_store_then_rebuild_retires_it(
     assert lite_world["server"].requests[lite_world["embedded"] :] == []  # no model call
     assert_no_process_left(data)
 
-    report = _run([MEMFLOW, "status", "--data", str(data), "--json"], env, tmp_path)
+    report = _run([MEMFLOW, "status", "--data", str(data), "--json", "--verify"], env, tmp_path)
     assert report.returncode == 0, report.stderr[-3000:]
     found = json.loads(report.stdout)
-    assert found["notes"] == [] and len(found["tenants"]) == 4
+    assert found["notes"] == [] and len(found["tenants"]) == 4 and found["verified"]
     for tenant in found["tenants"]:
         if tenant["tables"]["entities"]:
             assert tenant["vectors_equal_table"], tenant["vectors_diff"]

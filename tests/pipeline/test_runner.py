@@ -155,7 +155,8 @@ def test_status_reads_a_data_dir_a_killed_run_left_behind(env) -> None:
     """F13: tables written empty (no columns) must not crash `memflow status`; a half-way
     write cannot happen on Delta tables (a commit is whole or absent), and rows of no scope
     are refused before anything is written."""
-    from pipelines.status import format_status, status
+    from pipelines.status import status
+    from pipelines.status_text import format_status
     from resources.settings import Settings
 
     landing, data = env
@@ -172,6 +173,12 @@ def test_status_reads_a_data_dir_a_killed_run_left_behind(env) -> None:
     (entry,) = report["tenants"]
     assert entry["tables"]["validated_facts"] == 0
     assert "globex/ml" in format_status(report)
+    # the graph still holds the facts the emptied table lost: flagged from the counts alone
+    assert entry["graph"]["facts"] > 0 and entry["graph"]["equals_table"] is False
+    assert entry["attention"] == ["graph differs from its tables"]
+    (verified,) = status(Settings.from_env(), verify=True)["tenants"]
+    assert verified["graph"]["equals_table"] is False
+    assert verified["graph"]["diff"]["extra_facts"] == entry["graph"]["facts"]
 
 
 def _break_survey(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -124,3 +124,25 @@ def test_batches_must_have_rows(tmp_path: Path) -> None:
     ledger, store = EmbeddingLedger(tmp_path / "data"), LocalVectorStore(tmp_path / "vectors")
     with pytest.raises(ValueError, match="batch_rows"):
         list(sync_tenants(store, ledger, MODEL, [], batch_rows=0))
+
+
+def test_a_sync_that_writes_nothing_records_the_counts_a_file_lacks(tmp_path: Path) -> None:
+    """A data directory written before the embedded store kept counts beside its files: the
+    next sink run writes no vector (the files equal the ledger) and records their counts, so
+    `memflow status` stops opening the Arrow files."""
+    import resources.vector.local as local
+
+    ledger, store = EmbeddingLedger(tmp_path / "data"), LocalVectorStore(tmp_path / "vectors")
+    block = [tenant(ledger, Scope("acme", f"r{i}"), [f"svc {i}", "PostgreSQL"]) for i in range(3)]
+    list(sync_tenants(store, ledger, MODEL, iter(block)))
+    records = sorted((tmp_path / "vectors").rglob(f"*{local.ROWS_SUFFIX}"))
+    assert len(records) == 6  # two keys (names, facts) for three tenants
+    for record in records:
+        record.unlink()  # as an earlier memflow left them
+
+    again = list(sync_tenants(store, ledger, MODEL, iter(block)))
+
+    assert all(d.reports["entities"].written == d.reports["facts"].written == 0 for d in again)
+    assert sorted((tmp_path / "vectors").rglob(f"*{local.ROWS_SUFFIX}")) == records
+    held = store.models_many([scope for scope, _, _ in block])
+    assert all(m == {MODEL: (8, 2), FACTS_KEY: (8, 2)} for m in held.values())
