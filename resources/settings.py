@@ -36,7 +36,7 @@ from schemas import rules
 if TYPE_CHECKING:  # light at import: hooks and the client read the names and file layout
     from resources.graph.base import GraphStore
     from resources.models.base import EmbeddingProvider
-    from resources.models.factory import EmbeddingConfig, ExtractionConfig
+    from resources.models.factory import EmbeddingConfig, ExtractionConfig, RerankConfig
     from resources.vector.base import VectorStore
 
 PREFIX = "MEMFLOW_"
@@ -269,6 +269,36 @@ DECLARED_SETTINGS: tuple[Declared, ...] = (
         str,
         "comma-separated non-local model hosts the operator allows",
         CORE,
+    ),
+    _d(
+        "RERANKER",
+        "none",
+        str,
+        "the optional listwise rerank of a recall's first 20 facts, asked for per request "
+        '(`"rerank": true`): `none` (off) or `openai`, one call to a local chat model speaking '
+        "the OpenAI API, behind the same local-only guard as extraction; its quality is "
+        "unmeasured here (no real chat model in the project)",
+        CORE,
+    ),
+    _d("RERANK_URL", "", str, "the rerank chat endpoint's base URL", CORE),
+    _d("RERANK_MODEL", "", str, "the rerank chat model's name as the server knows it", CORE),
+    _d(
+        "RERANK_API_KEY",
+        "",
+        str,
+        "an optional key for the rerank endpoint (never logged)",
+        CORE,
+        secret=True,
+    ),
+    _d(
+        "RERANK_BUDGET_S",
+        "2",
+        float,
+        "the rerank's whole time; past it the answer keeps its own order and says so "
+        "(`rerank.reason` `budget_exceeded`)",
+        CORE,
+        low=0.05,
+        high=60,
     ),
     _d(
         "GRAPH_BACKEND",
@@ -801,6 +831,19 @@ class Settings(Mapping[str, str]):
     def embedding_model(self) -> str | None:
         """The current embedding model's name, None when no embedder is configured."""
         return self.embedding().model_name() or None
+
+    def rerank(self) -> RerankConfig:
+        """The optional listwise rerank's configuration (`none`: off)."""
+        from resources.models.factory import RerankConfig
+
+        return RerankConfig(
+            provider=self["MEMFLOW_RERANKER"],
+            base_url=self["MEMFLOW_RERANK_URL"],
+            model=self["MEMFLOW_RERANK_MODEL"],
+            api_key=self["MEMFLOW_RERANK_API_KEY"],
+            allow_hosts=self["MEMFLOW_ALLOW_MODEL_HOSTS"],
+            budget_s=declared("MEMFLOW_RERANK_BUDGET_S").parse(self["MEMFLOW_RERANK_BUDGET_S"]),
+        )
 
     def embedder(self, model: str | None = None) -> EmbeddingProvider | None:
         return self.embedding(model).build()
