@@ -71,7 +71,7 @@ def build_service(
         if provider is not None:
             providers[provider.model] = provider
             closers.append(provider.close)
-            previous = (cfg.get("MEMFLOW_PREVIOUS_EMBEDDING_MODEL") or "").strip()
+            previous = cfg.previous_embedding_model
             if previous and previous != provider.model:
                 # Serves the scopes the new model does not cover yet (see recall/vector_leg.py).
                 old = embedder(cfg, previous)
