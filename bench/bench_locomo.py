@@ -3,11 +3,14 @@
     python bench/bench_locomo.py                  # pipeline into a temp dir, then evaluate
     python bench/bench_locomo.py --data DIR       # keep the pipeline's output and reuse it
     python bench/bench_locomo.py --ablation       # + recall variants on the tuned half
+    python bench/bench_locomo.py --data DIR --versus all-MiniLM-L6-v2   # the default model
+                                                  # minus the float one, paired per question
 
 Steps (see `bench/locomo.py` for the data and the landing):
 
 1. the eight conversations' triples are landed as `upsert_graph_triples` tool turns and run
-   through `pipelines.runner.run_all` with the in-process all-MiniLM-L6-v2 embedder: facts (with
+   through `pipelines.runner.run_all` with the in-process embedder (`--embed-model`, default
+   the ONNX provider's all-MiniLM-L6-v2-int8; the float all-MiniLM-L6-v2 through torch): facts (with
    `sources`), entities, entity-name and fact embeddings (`fact_embeddings`), graph and vector
    sinks;
 2. each question goes to `RecallService.recall` (limit 40) in every ranking mode, and to three
@@ -365,6 +368,60 @@ def ablation_table(variants: dict[str, Any], split: str, mode: str) -> str:
     return "\n".join(lines)
 
 
+VERSUS_SPLITS = ("tune", "held_out", "unseen")
+
+
+def versus_table(diffs: dict[str, Any], labels: str, title: str) -> str:
+    """The paired difference of `hybrid` with the benchmark's model minus with another, per
+    split (bold: the interval lies above zero; a drop shows an interval below zero)."""
+    shown = [f"recall@{k}" for k in KS] + ["mrr"]
+    lines = [f"| {title}, {labels} labels | " + " | ".join(shown) + " |"]
+    lines.append("|---|" + "---:|" * len(shown))
+    for split in VERSUS_SPLITS:
+        if split not in diffs[labels]:
+            continue
+        cells = []
+        for m in shown:
+            d = diffs[labels][split][m]
+            text = f"{d['mean']:+.3f} ({d['lo']:+.3f}…{d['hi']:+.3f})"
+            cells.append(f"**{text}**" if clears(d) else text)
+        lines.append(f"| {split} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def versus(
+    result: dict[str, Any], model: str, data: Path, log: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """`hybrid` with the benchmark's model minus `hybrid` with `model` (an ONNX provider model;
+    the float all-MiniLM-L6-v2's vectors come from the torch provider), per label set and
+    split, paired over the same questions, each with its interval. `model`'s vectors are
+    read from `data` (and `data/unseen`), made there first when missing."""
+    from resources.models.onnx_embeddings import OnnxEmbeddingProvider
+
+    pipeline_model = "" if model == locomo.DEFAULT_MODEL else model
+    locomo.run_pipeline(data, CONVS, model=pipeline_model, log=log)
+    (data / "unseen").mkdir(parents=True, exist_ok=True)
+    locomo.run_pipeline(data / "unseen", UNSEEN, model=pipeline_model, log=log)
+    provider = MemoProvider(OnnxEmbeddingProvider(model, threads=1))
+    other = evaluate(data, locomo.load_questions(CONVS), provider, modes=("hybrid",), flat=False)
+    merge(
+        other,
+        evaluate(
+            data / "unseen", locomo.load_questions(UNSEEN), provider, modes=("hybrid",), flat=False
+        ),
+    )
+    out: dict[str, Any] = {}
+    for labels in LABELS:
+        out[labels] = {
+            split: paired(
+                per_question(result, "hybrid", labels, SPLITS[split]),
+                per_question(other, "hybrid", labels, SPLITS[split]),
+            )
+            for split in VERSUS_SPLITS
+        }
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, help="pipeline output to keep and reuse")
@@ -377,8 +434,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--embed-model",
         default="",
-        help="embed (pipeline and queries) with this ONNX provider model instead, e.g. "
-        "all-MiniLM-L6-v2-int8; its vectors are added beside the default model's in --data",
+        help="embed (pipeline and queries) with this ONNX provider model (default: the "
+        "provider's, all-MiniLM-L6-v2-int8), e.g. the float all-MiniLM-L6-v2; each model's "
+        "vectors are added beside the others' in --data",
+    )
+    parser.add_argument(
+        "--versus",
+        default="",
+        help="also evaluate hybrid with this other model (e.g. all-MiniLM-L6-v2) and report the "
+        "paired difference, this model minus that one, per split and label set",
+    )
+    parser.add_argument(
+        "--versus-data",
+        type=Path,
+        help="with --versus: where that model's pipeline output is (default: --data)",
     )
     args = parser.parse_args(argv)
 
@@ -389,24 +458,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = tmp
     data = data.resolve()
     data.mkdir(parents=True, exist_ok=True)
-    from resources.models.onnx_embeddings import OnnxEmbeddingProvider
+    from resources.models.onnx_embeddings import DEFAULT_MODEL, OnnxEmbeddingProvider
 
+    model = args.embed_model or DEFAULT_MODEL
+    # The float model's vectors come from the torch provider (`run_pipeline`'s ""): the same
+    # vectors as ONNX Runtime's to 1e-4 (tests/unit/test_onnx_embeddings.py), and the ones every
+    # figure before issue 20's default change was measured with.
+    pipeline_model = "" if model == locomo.DEFAULT_MODEL else model
     variants = None
     try:
         t = time.perf_counter()
-        info = locomo.run_pipeline(data, CONVS, model=args.embed_model)
+        info = locomo.run_pipeline(data, CONVS, model=pipeline_model)
         pipeline_s = time.perf_counter() - t
-        # Query vectors through ONNX Runtime: the pipeline's model and vectors (to 1e-4,
-        # tests/unit/test_onnx_embeddings.py), one steady thread instead of a torch team.
-        provider = MemoProvider(OnnxEmbeddingProvider(args.embed_model or None, threads=1))
+        # Query vectors through ONNX Runtime with the pipeline's model, one steady thread.
+        provider = MemoProvider(OnnxEmbeddingProvider(model, threads=1))
         print(f"pipeline {pipeline_s:.0f} s; assets {info.get('assets')}")
         result = evaluate(data, locomo.load_questions(CONVS), provider)
         # The unseen conversations: a pipeline run and stores of their own.
         unseen = data / "unseen"
         unseen.mkdir(exist_ok=True)
-        info["unseen"] = locomo.run_pipeline(unseen, UNSEEN, model=args.embed_model)
+        info["unseen"] = locomo.run_pipeline(unseen, UNSEEN, model=pipeline_model)
         merge(result, evaluate(unseen, locomo.load_questions(UNSEEN), provider))
         variants = ablation(data, provider) if args.ablation else None
+        compared = None
+        if args.versus:
+            where = (args.versus_data or data).resolve()
+            compared = versus(result, args.versus, where)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -417,7 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "pipeline": info,
-        "embedding_model": args.embed_model or locomo.DEFAULT_MODEL,
+        "embedding_model": model,
         "sources_match_statements": sources_check(result),
         "limit": LIMIT,
         "metrics": list(METRICS),
@@ -436,6 +513,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if variants is not None:
         report["ablation"] = variants
+    if compared is not None:
+        report["versus"] = {"model": args.versus, "minus": compared}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     for labels in LABELS:
@@ -445,6 +524,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for split in ABLATION_SPLITS:
             for mode in ABLATION_MODES:
                 print(ablation_table(variants, split, mode) + "\n")
+    if compared is not None:
+        title = f"hybrid: {model} minus {args.versus}"
+        for labels in LABELS:
+            print(versus_table(compared, labels, title) + "\n")
     print(f"stored provenance vs statements: {report['sources_match_statements']}")
     print(f"written to {args.out}")
     for p in problems:

@@ -13,9 +13,11 @@ project's set.
 The set lives in `bench/quality/`: entities, facts (with supersessions), hub fillers (expanded
 deterministically from `hubs.json`) and queries with their relevant facts, over several tenants
 including distractor tenants that reuse the same names. It is loaded into fresh stores in a
-temp dir (SQLite graph, the embedded vector store); for hybrid, the local embedding server
-(`resources.models.embed_server`, all-MiniLM-L6-v2) is started on loopback and every entity name
-and every fact text is embedded through the OpenAI-compatible provider, as the pipeline would.
+temp dir (SQLite graph, the embedded vector store); for hybrid, every entity name and every fact
+text is embedded, as the pipeline would, by the default model in-process (the ONNX provider,
+all-MiniLM-L6-v2-int8; `--embed-model all-MiniLM-L6-v2` for the float model), or with
+`--embedder server` through the local embedding server (`resources.models.embed_server`, the
+float all-MiniLM-L6-v2, torch) and the OpenAI-compatible provider.
 
 Reports recall@5, recall@10, precision@5 and MRR per mode (names-only, hybrid, and semantic,
 reported but not judged; and per query kind), plus two invariants that must be zero, in every
@@ -59,7 +61,7 @@ from schemas.scope import Scope  # noqa: E402
 SET_DIR = ROOT / "bench" / "quality"
 RESULTS = ROOT / "bench" / "results" / "quality.json"
 METRICS = ("recall@5", "recall@10", "precision@5", "mrr")
-EMBED_MODEL = "all-MiniLM-L6-v2"
+EMBED_MODEL = "all-MiniLM-L6-v2"  # the embedding server's (torch) model: the float one
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,11 +467,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "memflow's embedding server (torch) through the OpenAI-compatible provider",
     )
     parser.add_argument("--embed-url", help="use a running OpenAI-compatible embedding server")
-    parser.add_argument("--embed-model", default=EMBED_MODEL)
+    parser.add_argument(
+        "--embed-model",
+        default="",
+        help="the model (default: with --embedder onnx the provider's, all-MiniLM-L6-v2-int8; "
+        "with server the float all-MiniLM-L6-v2), e.g. --embedder onnx --embed-model "
+        "all-MiniLM-L6-v2 for the float model in-process",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--set", choices=("both", "project", "locomo"), default="both")
     parser.add_argument("--locomo-data", type=Path, help="LoCoMo pipeline output to reuse")
     args = parser.parse_args(argv)
+    if not args.embed_model:
+        from resources.models.onnx_embeddings import DEFAULT_MODEL
+
+        onnx = args.embedder == "onnx" and args.embed_url is None
+        args.embed_model = DEFAULT_MODEL if onnx else EMBED_MODEL
     status = 0
     if args.set in ("both", "project"):
         status = project(args)

@@ -2,18 +2,19 @@
 
     python bench/bench_vs_mem0.py                 # conv-41 through the pipeline into a temp dir
     python bench/bench_vs_mem0.py --data DIR      # reuse bench_locomo's (or an earlier) output
-    python bench/bench_vs_mem0.py --data DIR --model all-MiniLM-L6-v2-int8   # memflow's ONNX
-                                                  # worker on another model (its vectors added)
+    python bench/bench_vs_mem0.py --data DIR --model all-MiniLM-L6-v2   # memflow's ONNX worker
+                                                  # on another model than the default
 
 Three worker processes answer the same queries, one at a time, in rotating order, each timing
 its own call (so pipes and JSON are not in the figures):
 
 - memflow: `RecallService.recall(..., ranking="hybrid", limit=40)` over the embedded stores
   (SQLite + the embedded vector store, entity-name and fact vectors), its provider built the
-  way `memflow serve` builds it (`recall.server.embedder`) with `MEMFLOW_EMBEDDER=onnx` (the
-  same MiniLM weights through ONNX Runtime, `resources/models/onnx_embeddings.py`), or with
-  `--model` another model of that provider (`MEMFLOW_EMBEDDING_MODEL`, e.g. the quantised
-  `all-MiniLM-L6-v2-int8`), over vectors the pipeline made with that model;
+  way `memflow serve` builds it (`recall.server.embedder`) with `MEMFLOW_EMBEDDER=onnx` and its
+  default model (the MiniLM weights quantised to 8 bits, `all-MiniLM-L6-v2-int8`, through ONNX
+  Runtime, `resources/models/onnx_embeddings.py`), or with `--model` another model of that
+  provider (`MEMFLOW_EMBEDDING_MODEL`, e.g. the float `all-MiniLM-L6-v2`), over vectors the
+  pipeline made with that model;
 - memflow with the torch provider (`MEMFLOW_EMBEDDER=sentence-transformers`, the frozen
   TorchScript trace of issue 11): the same service, the same vectors;
 - Mem0 open source (`mem0ai`, FAISS, the Hugging Face embedder on the same all-MiniLM-L6-v2
@@ -232,7 +233,7 @@ def prepare(data: Path, model: str = "") -> list[str]:
     held = info.get("digest") in current and locomo.scope_of(CONV).key in info.get("tenants", [])
     if not held:
         locomo.run_pipeline(data, (CONV,))
-    if model:  # the same landing, embedded with `model` as well
+    if model and model != locomo.DEFAULT_MODEL:  # the same landing, embedded with `model` too
         locomo.run_pipeline(data, current[info["digest"]] if held else (CONV,), model=model)
     graph = SqliteGraphStore(graph_path(data))
     now = datetime.now(utc)
@@ -245,6 +246,7 @@ def run(data: Path, n_queries: int, model: str = "", log: Any = print) -> dict[s
     from resources.models.onnx_embeddings import DEFAULT_MODEL
     from resources.models.st_embeddings import bundled_model_path
 
+    model = model or DEFAULT_MODEL
     python = mem0_python(log)
     texts = prepare(data, model)
     queries = [q.text for q in locomo.load_questions()]
@@ -298,7 +300,7 @@ def run(data: Path, n_queries: int, model: str = "", log: Any = print) -> dict[s
         "machine": {"cpus": os.cpu_count(), "load_avg_1_5_15_at_end": os.getloadavg()},
         "tenant": locomo.scope_of(CONV).key,
         "facts": len(texts),
-        "memflow_model": model or DEFAULT_MODEL,
+        "memflow_model": model,
         "limit": LIMIT,
         "queries": len(timed),
         "versions": {"memflow_venv": {n: version(n) for n in SHARED}, "mem0_venv": versions},
@@ -373,8 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--model",
         default="",
-        help="memflow's ONNX worker embeds with this model (default: the provider's, the "
-        "float all-MiniLM-L6-v2), e.g. all-MiniLM-L6-v2-int8",
+        help="memflow's ONNX worker embeds with this model (default: the provider's, "
+        "all-MiniLM-L6-v2-int8), e.g. the float all-MiniLM-L6-v2",
     )
     parser.add_argument("--variant", choices=tuple(VARIANTS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -13,7 +13,8 @@ A tenant is **up to date**, and skipped, only when all of these hold:
   `identity()`, with `MEMFLOW_SETTINGS_FILE` re-read as a run does), memflow's code (every
   asset's code version, `pipelines.catalog.code_version`, and the package version), and,
   conservatively, every resolved ``MEMFLOW_*`` setting except those that cannot change a
-  tenant's outputs (the landing, data and home paths; the API, hook and MCP clients' settings).
+  tenant's outputs (the landing, data and home paths; the API, hook and MCP clients' settings;
+  the recall-time rerank's).
 
 Anything unknown runs: no record (a data directory written before this module), an unreadable
 or foreign record, or a tenant missing from it. `memflow run --all` runs every tenant.
@@ -41,8 +42,10 @@ VERSION = 1
 RECORD = Path("memflow", "up_to_date.json")
 
 # Settings that cannot change a tenant's outputs (paths of the run itself, clients' settings).
-_IGNORED = frozenset({"MEMFLOW_LANDING_DIR", "MEMFLOW_DATA_DIR", "MEMFLOW_HOME"})
-_IGNORED_PREFIXES = ("MEMFLOW_API_", "MEMFLOW_HOOK_", "MEMFLOW_MCP_")
+_IGNORED = frozenset(
+    {"MEMFLOW_LANDING_DIR", "MEMFLOW_DATA_DIR", "MEMFLOW_HOME", "MEMFLOW_RERANKER"}
+)
+_IGNORED_PREFIXES = ("MEMFLOW_API_", "MEMFLOW_HOOK_", "MEMFLOW_MCP_", "MEMFLOW_RERANK_")
 
 
 def record_path(data_dir: str | os.PathLike[str]) -> Path:

@@ -421,6 +421,7 @@ def _read_routes(app: FastAPI, api: Api) -> None:
             as_of=body.as_of,
             hops=body.hops,
             limit=body.limit,
+            rerank=body.rerank,
         )
         mode = "skipped" if answer.skipped else answer.mode
         api.metrics.recall(scope, mode, time.perf_counter() - started)

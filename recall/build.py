@@ -56,7 +56,8 @@ class Built:
 def build_service(
     cfg: Settings, *, warm_up: bool = True, require_model: bool = False, names_only: bool = False
 ) -> Built:
-    """A `RecallService` over the configured graph store, vector store and embedding model.
+    """A `RecallService` over the configured graph store, vector store and embedding model (and
+    the listwise reranker, when one is configured).
     With no embedder configured the service answers by names (and `auto` says so).
     `require_model`: a model that does not answer the warm-up fails the build (a reload).
     `names_only`: the graph alone, no model or vector store is loaded (lexical recall)."""
@@ -70,7 +71,7 @@ def build_service(
         if provider is not None:
             providers[provider.model] = provider
             closers.append(provider.close)
-            previous = (cfg.get("MEMFLOW_PREVIOUS_EMBEDDING_MODEL") or "").strip()
+            previous = cfg.previous_embedding_model
             if previous and previous != provider.model:
                 # Serves the scopes the new model does not cover yet (see recall/vector_leg.py).
                 old = embedder(cfg, previous)
@@ -81,11 +82,17 @@ def build_service(
             closers.append(vectors.close)
             if warm_up:
                 _warm_up(provider, strict=require_model)
+        # The optional listwise rerank (MEMFLOW_RERANKER): built only when configured; a bad
+        # configuration (no URL, a non-local host not allowed) fails the build.
+        reranker = None if names_only else cfg.rerank().build()
+        if reranker is not None:
+            closers.append(reranker.close)
         service = RecallService(
             graph,
             vectors,
             providers or None,
             current_model=provider.model if provider is not None else None,
+            reranker=reranker,
         )
     except BaseException:
         for close in reversed(closers):

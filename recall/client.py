@@ -244,11 +244,16 @@ class MemflowClient:
         hops: int = 2,
         limit: int = 40,
         timeout: float | None = None,
+        rerank: bool = False,
     ) -> dict[str, Any]:
+        """`rerank`: ask for the server's listwise rerank (MEMFLOW_RERANKER); the answer's
+        `rerank` says whether it happened."""
         body = {"tenant": scope.key, "query": query, "ranking": ranking, "hops": hops}
         body["limit"] = limit
         if as_of is not None:
             body["as_of"] = _iso(as_of)
+        if rerank:
+            body["rerank"] = True
         return self._call("POST", "/v1/recall", json=body, timeout=timeout)
 
     def entities(

@@ -129,18 +129,25 @@ def session_start(
     facts = answer.get("facts") or []
     if not facts:
         raise Quiet(f"nothing recalled for {scope.key}")
-    notes = [note] if note else []
-    more = len(facts) - max_facts
-    if more > 0:
-        # The answer's first facts, in its order; the rest are one tool call away.
-        at_least = "at least " if len(facts) >= ASK_FACTS else ""
-        notes.append(
-            f"these are the first {max_facts} facts recalled; {at_least}{more} more were "
-            "recalled: ask recall_context for them"
+    # The answer's first facts, in its order; the text says how many more were recalled (the
+    # rest are one tool call away). The character budget may show fewer than max_facts: the
+    # note counts what is shown, so it is formatted again when that differs.
+    shown, text = min(len(facts), max_facts), ""
+    for _ in range(3):
+        notes = [note] if note else []
+        if len(facts) > shown:
+            at_least = "at least " if len(facts) >= ASK_FACTS else ""
+            notes.append(
+                f"these are the first {shown} facts recalled; {at_least}{len(facts) - shown} "
+                "more were recalled: ask recall_context for them"
+            )
+        text = format_context(
+            answer, max_chars=max_chars, max_facts=max_facts, note="; ".join(notes) or None
         )
-    text = format_context(
-        answer, max_chars=max_chars, max_facts=max_facts, note="; ".join(notes) or None
-    )
+        printed = sum(1 for line in text.splitlines() if line.startswith("- "))
+        if printed == shown:
+            break
+        shown = printed
     output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
     return json.dumps(output, ensure_ascii=False)
 

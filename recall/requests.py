@@ -129,6 +129,12 @@ class RecallRequest(TenantRef):
     as_of: datetime | None = AsOf
     hops: int = Field(2, ge=1, le=MAX_HOPS)
     limit: int = Field(MAX_LIMIT, ge=1, le=MAX_LIMIT, description="facts at most")
+    rerank: bool = Field(
+        False,
+        description="reorder the first facts through the server's listwise rerank "
+        "(MEMFLOW_RERANKER, a local chat model; off by default): the answer's `rerank` says "
+        "whether it happened and, if not, why",
+    )
 
     @field_validator("as_of")
     @classmethod

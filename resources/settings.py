@@ -36,7 +36,7 @@ from schemas import rules
 if TYPE_CHECKING:  # light at import: hooks and the client read the names and file layout
     from resources.graph.base import GraphStore
     from resources.models.base import EmbeddingProvider
-    from resources.models.factory import EmbeddingConfig, ExtractionConfig
+    from resources.models.factory import EmbeddingConfig, ExtractionConfig, RerankConfig
     from resources.vector.base import VectorStore
 
 PREFIX = "MEMFLOW_"
@@ -224,9 +224,10 @@ DECLARED_SETTINGS: tuple[Declared, ...] = (
         str,
         "`none`, `openai` (`/v1/embeddings`), `command`, `onnx` (in-process, ONNX Runtime: "
         "the bundled all-MiniLM-L6-v2 exported at install time into "
-        "`$XDG_CACHE_HOME/memflow/onnx`, or on first use; the fastest query path), "
-        "`sentence-transformers` (in-process, torch; same model name and vectors as `onnx`, "
-        "so the two can be swapped without re-embedding); " + _MODEL_SETTINGS_NOTE,
+        "`$XDG_CACHE_HOME/memflow/onnx`, or on first use, and its 8-bit variant, the default; "
+        "the fastest query path), `sentence-transformers` (in-process, torch; the float "
+        "model only, with the same name and vectors as `onnx` on `all-MiniLM-L6-v2`, so the "
+        "two can be swapped on that model without re-embedding); " + _MODEL_SETTINGS_NOTE,
         CORE,
     ),
     _d("EMBEDDING_URL", "", str, "the embeddings endpoint's base URL", CORE),
@@ -234,10 +235,14 @@ DECLARED_SETTINGS: tuple[Declared, ...] = (
         "EMBEDDING_MODEL",
         "",
         str,
-        "vectors are stored under this name; empty = the provider's default "
-        "(`all-MiniLM-L6-v2` for `onnx` and `sentence-transformers`); with `onnx`, "
-        "`all-MiniLM-L6-v2-int8` is the same model with 8-bit weights (about half the query "
-        "time on a shared host; vectors of its own, so switching to it re-embeds)",
+        "vectors are stored under this name; empty = the provider's default: "
+        "`all-MiniLM-L6-v2-int8` for `onnx` (all-MiniLM-L6-v2 with 8-bit weights: about half "
+        "the query time, recall measured beside the float model's in BENCHMARKS.md), "
+        "`all-MiniLM-L6-v2` (the float model) for "
+        "`sentence-transformers`; `onnx` runs the float model too. Each model's vectors are "
+        "its own: a switch re-embeds, and recall serves the previous model meanwhile (with "
+        "`onnx` on its default the float model is the previous one unless "
+        "MEMFLOW_PREVIOUS_EMBEDDING_MODEL names another)",
         CORE,
     ),
     _d(
@@ -260,7 +265,8 @@ DECLARED_SETTINGS: tuple[Declared, ...] = (
         "",
         str,
         "during a re-embed, the model recall keeps using for scopes the new model does not "
-        "cover yet (same provider kind and endpoint)",
+        "cover yet (same provider kind and endpoint); empty with `onnx` on its default model: "
+        "`all-MiniLM-L6-v2`, the default before",
         CORE,
     ),
     _d(
@@ -269,6 +275,36 @@ DECLARED_SETTINGS: tuple[Declared, ...] = (
         str,
         "comma-separated non-local model hosts the operator allows",
         CORE,
+    ),
+    _d(
+        "RERANKER",
+        "none",
+        str,
+        "the optional listwise rerank of a recall's first 20 facts, asked for per request "
+        '(`"rerank": true`): `none` (off) or `openai`, one call to a local chat model speaking '
+        "the OpenAI API, behind the same local-only guard as extraction; its quality is "
+        "unmeasured here (no real chat model in the project)",
+        CORE,
+    ),
+    _d("RERANK_URL", "", str, "the rerank chat endpoint's base URL", CORE),
+    _d("RERANK_MODEL", "", str, "the rerank chat model's name as the server knows it", CORE),
+    _d(
+        "RERANK_API_KEY",
+        "",
+        str,
+        "an optional key for the rerank endpoint (never logged)",
+        CORE,
+        secret=True,
+    ),
+    _d(
+        "RERANK_BUDGET_S",
+        "2",
+        float,
+        "the rerank's whole time; past it the answer keeps its own order and says so "
+        "(`rerank.reason` `budget_exceeded`)",
+        CORE,
+        low=0.05,
+        high=60,
     ),
     _d(
         "GRAPH_BACKEND",
@@ -801,6 +837,36 @@ class Settings(Mapping[str, str]):
     def embedding_model(self) -> str | None:
         """The current embedding model's name, None when no embedder is configured."""
         return self.embedding().model_name() or None
+
+    def rerank(self) -> RerankConfig:
+        """The optional listwise rerank's configuration (`none`: off)."""
+        from resources.models.factory import RerankConfig
+
+        return RerankConfig(
+            provider=self["MEMFLOW_RERANKER"],
+            base_url=self["MEMFLOW_RERANK_URL"],
+            model=self["MEMFLOW_RERANK_MODEL"],
+            api_key=self["MEMFLOW_RERANK_API_KEY"],
+            allow_hosts=self["MEMFLOW_ALLOW_MODEL_HOSTS"],
+            budget_s=declared("MEMFLOW_RERANK_BUDGET_S").parse(self["MEMFLOW_RERANK_BUDGET_S"]),
+        )
+
+    @property
+    def previous_embedding_model(self) -> str:
+        """The model recall keeps serving for scopes the current one does not cover yet:
+        MEMFLOW_PREVIOUS_EMBEDDING_MODEL when set; else, when the `onnx` provider runs its
+        default (no MEMFLOW_EMBEDDING_MODEL), the model that was its default before
+        (`FORMER_DEFAULT_MODEL`), so a data directory the earlier default embedded is still
+        answered with its vectors while the new default re-embeds it. "" when there is none."""
+        explicit = self[PREVIOUS_MODEL_SETTING].strip()
+        if explicit:
+            return explicit
+        config = self.embedding()
+        if config.kind == "onnx" and not config.model.strip():
+            from resources.models.onnx_embeddings import FORMER_DEFAULT_MODEL
+
+            return FORMER_DEFAULT_MODEL
+        return ""
 
     def embedder(self, model: str | None = None) -> EmbeddingProvider | None:
         return self.embedding(model).build()

@@ -1,36 +1,39 @@
 """In-process embeddings through ONNX Runtime: the same all-MiniLM-L6-v2 weights, no torch at
 query time (the `st` extra brings `onnxruntime` and `onnx`).
 
-    provider = OnnxEmbeddingProvider()          # the bundled all-MiniLM-L6-v2
+    provider = OnnxEmbeddingProvider()          # the default: all-MiniLM-L6-v2-int8
+    provider = OnnxEmbeddingProvider("all-MiniLM-L6-v2")   # the float model
     provider.embed(["which database do we use?"])
 
 The ONNX graph is exported from the sentence-transformers model's own transformer
 (`torch.onnx.export`, opset 17) once, into a cache folder, named by the digest of the
 weights and of this exporter (`EXPORT_VERSION`), so a changed model or exporter never meets
 an old file; `make .venv/.installed` exports the bundled model at install time
-(`python -m resources.models.onnx_embeddings --export`), and a provider that finds no file
-exports it on first use (torch is needed then, not afterwards). The file is written to a
-temporary name and renamed, so concurrent exporters never leave half a file.
+(`python -m resources.models.onnx_embeddings --export`: the float graph and the default's
+quantised one), and a provider that finds no file exports it on first use (torch is needed
+then, not afterwards). The file is written to a temporary name and renamed, so concurrent
+exporters never leave half a file.
 
 Around the graph, what sentence-transformers does for this model: the Rust tokenizer of the
 model folder (truncation at the model's `max_seq_length`), masked mean pooling and L2
-normalisation, in numpy. `tests/unit/test_onnx_embeddings.py` checks the vectors against the
-torch provider's (cosine > 0.99999, each component within 1e-4), so the two share the model name
-and stored vectors: switching providers needs no re-embed.
+normalisation, in numpy. `tests/unit/test_onnx_embeddings.py` checks the float model's vectors
+against the torch provider's (cosine > 0.99999, each component within 1e-4), so the two share the
+model name `all-MiniLM-L6-v2` and its stored vectors: switching providers on that model needs no
+re-embed.
 
 Why it is faster: one ONNX Runtime session (graph optimisations on, `threads` intra-op threads,
 1 by default: one query per request, steadier on a shared host) does less per call than torch's
 eager or traced module, and a query needs no tensor conversions.
 
-A quantised variant, named by the suffix `-int8` (`all-MiniLM-L6-v2-int8`, or a folder path
-with it): the same export, then ONNX Runtime's dynamic quantisation of the weight matrices
-(`quantize_weights`: signed 8-bit, one scale per output channel; the attention products and
-everything else stay float), cached beside the float graph under a name of its own. A query
-reads a quarter of the weight bytes: on a host whose caches other processes share, the float
-model's ~42 MB of encoder weights come from memory at every query, and that, not the
-arithmetic, is most of its time (BENCHMARKS.md). Its vectors are close to the float model's
-(cosine ~0.995) but not equal, so it is another model: vectors are stored and recorded in the
-embedding ledger under the `-int8` name, never mixed with the float model's. Dynamic
+The quantised variant, named by the suffix `-int8` (`all-MiniLM-L6-v2-int8`, the default since
+issue 20, or a folder path with it): the same export, then ONNX Runtime's dynamic quantisation
+of the weight matrices (`quantize_weights`: signed 8-bit, one scale per output channel; the
+attention products and everything else stay float), cached beside the float graph under a name
+of its own. A query reads a quarter of the weight bytes: on a host whose caches other processes
+share, the float model's ~42 MB of encoder weights come from memory at every query, and that,
+not the arithmetic, is most of its time (BENCHMARKS.md). Its vectors are close to the float
+model's (cosine ~0.995) but not equal, so it is another model: vectors are stored and recorded
+in the embedding ledger under the `-int8` name, never mixed with the float model's. Dynamic
 quantisation scales the activations of a whole batch together, so a text's vector would depend
 on the texts batched with it; the quantised provider embeds one text per run (`batch_size` 1),
 and a text always gets the same vector.
@@ -50,9 +53,16 @@ from typing import Any
 from resources.fs import atomic_write
 from resources.models.base import DEFAULT_MAX_DIMENSIONS, EMBED_BATCH, EmbeddingProvider, ModelError
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
+FLOAT_MODEL = "all-MiniLM-L6-v2"
 EXPORT_VERSION = "1"  # bump when `export` changes what it writes
 QUANTISED_SUFFIX = "-int8"
+# The default since issue 20: the float model's weights quantised to 8 bits. Measured side by
+# side with the float model on LoCoMo's held-out half, conv-30 and the project's set before it
+# was chosen (BENCHMARKS.md, "The default embedding model"); the float model stays selectable.
+DEFAULT_MODEL = FLOAT_MODEL + QUANTISED_SUFFIX
+# The default before it: a data directory embedded with the default then holds its vectors, and
+# recall keeps serving them while the new default re-embeds (`Settings.previous_embedding_model`).
+FORMER_DEFAULT_MODEL = FLOAT_MODEL
 QUANTISE_VERSION = "1"  # bump when `quantize_weights` changes what it writes
 OPSET = 17
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")

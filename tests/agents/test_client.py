@@ -35,6 +35,12 @@ def test_every_endpoint(memory: Memory) -> None:
         answer = api.recall(PAYMENTS, "what does payments-service use?")
         assert answer["scope"] == "acme/payments"
         assert any(f["object"] == "PostgreSQL" for f in answer["facts"])
+        assert answer["rerank"] is None  # not asked for
+        # Asked for from a server with no reranker configured: the answer says so.
+        asked = api.recall(PAYMENTS, "what does payments-service use?", rerank=True)
+        assert asked["rerank"]["reranked"] is False
+        assert asked["rerank"]["reason"] == "no_reranker"
+        assert [f["fact_id"] for f in asked["facts"]] == [f["fact_id"] for f in answer["facts"]]
         found = api.entities(PAYMENTS, "payments-service")
         ids = [e["entity_id"] for e in found["entities"]]
         assert ids

@@ -86,6 +86,22 @@ def test_session_start_output_is_bounded(memory: Memory, tmp_path: Path) -> None
     assert text.count("\n- ") <= 2
 
 
+def test_a_character_budget_that_cuts_facts_is_counted_in_the_note(
+    memory: Memory, tmp_path: Path
+) -> None:
+    """Fewer facts fit than MEMFLOW_HOOK_MAX_FACTS: the note says how many are shown and how
+    many more were recalled, not the number asked for."""
+    env = memory.env(
+        MEMFLOW_TENANT="acme/payments", MEMFLOW_HOOK_MAX_CHARS="650", MEMFLOW_HOOK_MAX_FACTS="4"
+    )
+    done, _ = hook("session-start", start_payload(tmp_path), env)
+    text = context_of(done)
+    shown = sum(1 for line in text.splitlines() if line.startswith("- "))
+    recalled = len(_answer(memory)["facts"])
+    assert 0 < shown < 4 < recalled and len(text) <= 650, text
+    assert f"these are the first {shown} facts recalled; {recalled - shown} more" in text
+
+
 def test_a_foreign_tenant_prints_nothing_and_is_not_read_locally(
     memory: Memory, tmp_path: Path
 ) -> None:
@@ -170,21 +186,26 @@ def test_a_hanging_server_still_leaves_time_for_the_local_answer(
     assert "PostgreSQL" in text
 
 
+def _answer(memory: Memory) -> dict:
+    """What the hook asks the API at session start, asked directly."""
+    from recall.client import ClientSettings, MemflowClient
+    from recall.hooks import ASK_FACTS, DEFAULT_QUERY
+    from schemas.scope import Scope
+
+    with MemflowClient(ClientSettings(url=memory.url, key=memory.keys["acme_payments"])) as c:
+        query = DEFAULT_QUERY.replace("{repo}", "payments")
+        return c.recall(Scope("acme", "payments"), query, limit=ASK_FACTS, timeout=60)
+
+
 def test_the_hook_shows_the_answers_first_facts_and_counts_the_rest(
     memory: Memory, tmp_path: Path
 ) -> None:
     """Issue 20 item 3: the hook's facts are the answer's own first ones, in its order, and
     its text says how many more were recalled."""
-    from recall.client import ClientSettings, MemflowClient
-    from recall.hooks import ASK_FACTS, DEFAULT_QUERY
-    from schemas.scope import Scope
-
     env = memory.env(MEMFLOW_TENANT="acme/payments", MEMFLOW_HOOK_MAX_FACTS="2")
     done, _ = hook("session-start", start_payload(tmp_path), env)
     text = context_of(done)
-    with MemflowClient(ClientSettings(url=memory.url, key=memory.keys["acme_payments"])) as c:
-        query = DEFAULT_QUERY.replace("{repo}", "payments")
-        answer = c.recall(Scope("acme", "payments"), query, limit=ASK_FACTS, timeout=60)
+    answer = _answer(memory)
     first = [f"- {f['subject']} {f['predicate']} {f['object']}" for f in answer["facts"]]
     shown = [line for line in text.splitlines() if line.startswith("- ")]
     assert len(answer["facts"]) > 2 and len(shown) == 2

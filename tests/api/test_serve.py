@@ -448,3 +448,47 @@ def test_sighup_never_kills_a_server_started_without_a_settings_file(data_dir: P
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def test_the_rerank_the_settings_configure_is_asked_for_per_request_over_http(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 20 item 4 end to end: `MEMFLOW_RERANKER=openai` and a local chat server speaking
+    the OpenAI API; a request with `"rerank": true` makes one call and says it reranked, one
+    without makes none; a configuration the guard refuses fails the build."""
+    from resources.models.guard import NonLocalEndpointError
+    from tests.support.rerank_chat_server import RankingChatServer
+
+    key = add_key(Settings.from_env().keys_file, "acme", ["payments"])
+    ask = {"tenant": "acme/payments", "query": "what does LedgerCore depend on?"}
+    with RankingChatServer() as chat:
+        for name, value in {
+            "MEMFLOW_RERANKER": "openai",
+            "MEMFLOW_RERANK_URL": chat.url,
+            "MEMFLOW_RERANK_MODEL": "judge-model",
+            "MEMFLOW_RERANK_BUDGET_S": "30",
+        }.items():
+            monkeypatch.setenv(name, value)
+        with TestClient(create_server_app(Settings.from_env())) as client:
+            plain = client.post("/v1/recall", json=ask, headers=bearer(key))
+            assert plain.status_code == 200 and plain.json()["rerank"] is None
+            assert chat.chat_requests == []  # off unless asked for
+            r = client.post("/v1/recall", json={**ask, "rerank": True}, headers=bearer(key))
+            assert r.status_code == 200, r.text
+            assert r.json()["rerank"]["reranked"] is True, r.json()["rerank"]
+            assert len(chat.chat_requests) == 1
+            sent = chat.chat_requests[0].json
+            assert sent["model"] == "judge-model" and ask["query"] in str(sent["messages"])
+            assert sorted(f["fact_id"] for f in r.json()["facts"]) == sorted(
+                f["fact_id"] for f in plain.json()["facts"]
+            )
+    # Not configured: asked for, the answer says there is no reranker.
+    monkeypatch.setenv("MEMFLOW_RERANKER", "none")
+    with TestClient(create_server_app(Settings.from_env())) as client:
+        r = client.post("/v1/recall", json={**ask, "rerank": True}, headers=bearer(key))
+        note = r.json()["rerank"]
+        assert (note["reranked"], note["reason"]) == (False, "no_reranker")
+    monkeypatch.setenv("MEMFLOW_RERANKER", "openai")
+    monkeypatch.setenv("MEMFLOW_RERANK_URL", "http://93.184.216.34:8080")
+    with pytest.raises(NonLocalEndpointError):
+        build_service(Settings.from_env())

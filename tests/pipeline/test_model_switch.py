@@ -211,3 +211,67 @@ def test_the_cli_resolves_once_and_ignores_the_settings_file(
     got = resolve({}, settings)
     assert got[SETTINGS_FILE] == "" == os.environ[SETTINGS_FILE]
     assert got["MEMFLOW_EMBEDDER"] == "none"
+
+
+def test_a_data_directory_the_float_default_embedded_moves_to_the_8_bit_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 20 made `all-MiniLM-L6-v2-int8` the `onnx` provider's default. An installation the
+    float default embedded (no model named anywhere) goes through the model-switch path: the
+    observed model changes, entity_embeddings turns unsynced, recall keeps serving the float
+    vectors (the former default is the implicit previous model) until a run re-embeds the
+    tenant with the 8-bit model. Real ONNX models on both sides."""
+    from resources.models.onnx_embeddings import DEFAULT_MODEL, FORMER_DEFAULT_MODEL
+
+    assert (FORMER_DEFAULT_MODEL, DEFAULT_MODEL) == ("all-MiniLM-L6-v2", "all-MiniLM-L6-v2-int8")
+    landing, data = small_landing(tmp_path / "landing"), tmp_path / "data"
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    for name in DEFAULTS:
+        monkeypatch.delenv(name, raising=False)
+    settings = tmp_path / ".env"
+    # Before the change an empty MEMFLOW_EMBEDDING_MODEL meant the float model: named here.
+    settings.write_text(f"MEMFLOW_EMBEDDER=onnx\nMEMFLOW_EMBEDDING_MODEL={FORMER_DEFAULT_MODEL}\n")
+    resolve({"MEMFLOW_LANDING_DIR": str(landing), "MEMFLOW_DATA_DIR": str(data)}, settings)
+    monkeypatch.setenv(SETTINGS_FILE, str(settings))
+    assert not run_all(str(landing), str(data)).failures
+    instance = DagsterInstance.get()
+    assert observed(instance, "embedding_model").data_version == FORMER_DEFAULT_MODEL
+    scope = Scope("acme", "api")
+
+    # The upgrade: the file names no model any more, so the provider's default applies.
+    settings.write_text("MEMFLOW_EMBEDDER=onnx\nMEMFLOW_EMBEDDING_MODEL=\n")
+    location.execute("survey_job", instance)
+    assert observed(instance, "embedding_model").data_version == DEFAULT_MODEL
+    assert set(stale(instance).values()) == {StaleStatus.STALE}
+
+    cfg = Settings.from_env().with_values(MEMFLOW_EMBEDDING_MODEL="")
+    assert cfg.embedding_model == DEFAULT_MODEL
+    assert cfg.previous_embedding_model == FORMER_DEFAULT_MODEL
+    built = build_service(cfg, warm_up=False)
+    built.service.vector_leg.coverage_ttl_s = 0.0
+    try:
+        question = "which database does the payments api use?"
+        answer = built.service.recall(scope, question)
+        assert answer.mode == "hybrid" and answer.embedding_model == FORMER_DEFAULT_MODEL
+        assert "previous_model" in [w.code for w in answer.warnings]
+        assert "PostgreSQL" in [f.object for f in answer.facts]
+
+        assert location.execute("tenant_job", instance, tags=range_tags(*TENANTS)).success
+        assert set(stale(instance).values()) == {StaleStatus.FRESH}
+        held = cfg.open_vectors().models(scope)
+        assert set(held) == {
+            FORMER_DEFAULT_MODEL,
+            f"facts:{FORMER_DEFAULT_MODEL}",
+            DEFAULT_MODEL,
+            f"facts:{DEFAULT_MODEL}",
+        }
+        assert held[DEFAULT_MODEL][1] == held[FORMER_DEFAULT_MODEL][1] > 0
+        assert held[f"facts:{DEFAULT_MODEL}"][1] == held[f"facts:{FORMER_DEFAULT_MODEL}"][1] > 0
+
+        answer = built.service.recall(scope, question)
+        assert answer.mode == "hybrid" and answer.embedding_model == DEFAULT_MODEL
+        assert "previous_model" not in [w.code for w in answer.warnings]
+        assert "PostgreSQL" in [f.object for f in answer.facts]
+    finally:
+        built.close()
+    assert_no_process_left(data)

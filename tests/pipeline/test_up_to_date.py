@@ -164,3 +164,17 @@ def test_the_cli_says_what_it_runs_and_all_runs_every_tenant(env, capsys) -> Non
     assert main([*args, "--all"]) == 0
     out, err = capsys.readouterr()
     assert "memflow run: 3 tenant(s), 1 run(s)" in out
+
+
+def test_the_recall_time_rerank_settings_do_not_rerun_tenants(
+    env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listwise rerank runs at recall time only: its settings never change a tenant's
+    outputs, so they leave the fingerprint alone (a setting that does changes it)."""
+    before = up_to_date.fingerprint()
+    monkeypatch.setenv("MEMFLOW_RERANKER", "openai")
+    monkeypatch.setenv("MEMFLOW_RERANK_URL", "http://127.0.0.1:11434/v1")
+    monkeypatch.setenv("MEMFLOW_RERANK_BUDGET_S", "5")
+    assert up_to_date.fingerprint() == before
+    monkeypatch.setenv("MEMFLOW_RETENTION_DAYS", "30")
+    assert up_to_date.fingerprint() != before

@@ -1,5 +1,6 @@
-"""The ONNX Runtime provider: the bundled all-MiniLM-L6-v2 exported once, the same vectors as
-the torch provider (so both share the model name and stored vectors), and clear errors."""
+"""The ONNX Runtime provider: the bundled all-MiniLM-L6-v2 exported once, the float model's
+vectors the same as the torch provider's (so both share that model name and its stored vectors),
+its 8-bit variant the default, and clear errors."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from resources.models.base import ModelError
-from resources.models.onnx_embeddings import OnnxEmbeddingProvider, export
+from resources.models.onnx_embeddings import FLOAT_MODEL, OnnxEmbeddingProvider, export
 from resources.models.st_embeddings import SentenceTransformerEmbeddingProvider, bundled_model_path
 
 TEXTS = [
@@ -32,7 +33,7 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def onnx(cache: Path):  # type: ignore[no-untyped-def]
-    provider = OnnxEmbeddingProvider(cache_dir=cache, threads=1)
+    provider = OnnxEmbeddingProvider(FLOAT_MODEL, cache_dir=cache, threads=1)
     yield provider
     provider.close()
 
@@ -57,7 +58,7 @@ def test_the_same_vectors_as_the_torch_provider(onnx, torch_vectors) -> None:
         assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
     assert onnx.model == "all-MiniLM-L6-v2" and onnx.dim == 384
     # Batches are cut at batch_size without changing a vector.
-    small = OnnxEmbeddingProvider(cache_dir=onnx.graph_path().parent, batch_size=2)
+    small = OnnxEmbeddingProvider(FLOAT_MODEL, cache_dir=onnx.graph_path().parent, batch_size=2)
     assert np.abs(np.asarray(small.embed(TEXTS)) - batched).max() < 1e-5
 
 
@@ -67,7 +68,7 @@ def test_the_graph_is_exported_once_under_a_name_its_weights_decide(onnx, cache)
     assert files == [onnx.graph_path()]
     assert not list(cache.glob(".*"))  # no temporary file left behind
     before = files[0].stat().st_mtime_ns
-    again = OnnxEmbeddingProvider(cache_dir=cache)
+    again = OnnxEmbeddingProvider(FLOAT_MODEL, cache_dir=cache)
     again.embed(["reuses the file"])
     assert files[0].stat().st_mtime_ns == before
 
@@ -125,12 +126,18 @@ def test_the_factory_builds_it_and_the_server_gives_it_one_thread() -> None:
     from resources.models.factory import EmbeddingConfig
     from resources.settings import Settings
 
+    # The default (issue 20): the 8-bit variant; the torch provider's stays the float model.
     config = EmbeddingConfig(provider="onnx")
-    assert config.model_name() == "all-MiniLM-L6-v2" == config.identity()
+    assert config.model_name() == "all-MiniLM-L6-v2-int8" == config.identity()
     built = config.build()
     assert isinstance(built, OnnxEmbeddingProvider) and built.threads is None
+    assert built.model == "all-MiniLM-L6-v2-int8" and built.quantised
+    assert EmbeddingConfig(provider="sentence-transformers").model_name() == "all-MiniLM-L6-v2"
+    float_config = EmbeddingConfig(provider="onnx", model="all-MiniLM-L6-v2")
+    assert float_config.model_name() == "all-MiniLM-L6-v2" == float_config.identity()
     served = embedder(Settings({"MEMFLOW_EMBEDDER": "onnx"}))
     assert isinstance(served, OnnxEmbeddingProvider) and served.threads == 1
+    assert served.model == "all-MiniLM-L6-v2-int8"
 
 
 def test_the_quantised_variant_is_a_model_of_its_own_with_steady_vectors(onnx, cache) -> None:

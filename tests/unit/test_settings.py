@@ -218,3 +218,27 @@ def test_the_vector_cache_setting_bounds_the_embedded_stores_copy(tmp_path: Path
     default = Settings({"MEMFLOW_DATA_DIR": str(tmp_path)}).open_vectors()
     assert default.cache.max_bytes == 512 * 1024 * 1024
     default.close()
+
+
+def test_the_previous_model_is_the_former_default_only_while_onnx_runs_its_default() -> None:
+    """Issue 20 made the 8-bit model the `onnx` default: a data directory the float default
+    embedded keeps being answered with its vectors while the new default re-embeds it."""
+    default = Settings({})
+    assert default["MEMFLOW_EMBEDDER"] == "onnx" and default["MEMFLOW_EMBEDDING_MODEL"] == ""
+    assert default.embedding_model == "all-MiniLM-L6-v2-int8"
+    assert default.previous_embedding_model == "all-MiniLM-L6-v2"
+    # A named previous model wins; a named current model (the float one, or the 8-bit one
+    # chosen on purpose) or another provider has no implicit previous.
+    named = Settings({"MEMFLOW_PREVIOUS_EMBEDDING_MODEL": " hash-a "})
+    assert named.previous_embedding_model == "hash-a"
+    for values in (
+        {"MEMFLOW_EMBEDDING_MODEL": "all-MiniLM-L6-v2"},
+        {"MEMFLOW_EMBEDDING_MODEL": "all-MiniLM-L6-v2-int8"},
+        {"MEMFLOW_EMBEDDER": "sentence-transformers"},
+        {"MEMFLOW_EMBEDDER": "none"},
+        {"MEMFLOW_EMBEDDER": "openai", "MEMFLOW_EMBEDDING_MODEL": "m"},
+    ):
+        assert Settings(values).previous_embedding_model == "", values
+    assert Settings({"MEMFLOW_EMBEDDER": "sentence-transformers"}).embedding_model == (
+        "all-MiniLM-L6-v2"
+    )
