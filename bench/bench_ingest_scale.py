@@ -15,7 +15,11 @@ work through memflow's own functions with no Dagster, stage by stage over every 
 contracts -> (embeddings: none) -> `sync_graph` (SQLite), writing the same tables, with the
 garbage collector set as `memflow run` sets it (`pipelines.cli.RUN_GC_THRESHOLD`). A third
 kind, `direct_no_contracts`, skips the contracts (the baseline of earlier rounds, whose tables
-equal memflow run's only for input that breaks no contract). Reported: wall and CPU seconds,
+equal memflow run's only for input that breaks no contract). With `--with-direct-full`, a fourth
+kind, `direct_full`: `direct` plus the domain work memflow run does and `direct` leaves out
+(the blocking contract checks, the graph check, the landing survey, the facts' summaries, the
+two retraction tables; see `direct_main`), so that the ratio to it is framework overhead only.
+Reported: wall and CPU seconds,
 turns/s, peak RSS of the process (wait4), runs launched. Target: wall ratio (memflow run /
 direct) <= 1.5 with <= 50 runs; the ratio to the baseline without contracts is reported too.
 
@@ -172,9 +176,12 @@ def memflow_run(
     return got
 
 
-def direct(landing: Path, data: Path, cwd: Path, contracts: bool = True) -> dict[str, Any]:
+def direct(
+    landing: Path, data: Path, cwd: Path, contracts: bool = True, full: bool = False
+) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--direct", str(landing), str(data)]
-    got = measured(cmd + ([] if contracts else ["--no-contracts"]), env_for(landing, data), cwd)
+    cmd += ([] if contracts else ["--no-contracts"]) + (["--full"] if full else [])
+    got = measured(cmd, env_for(landing, data), cwd)
     m = re.search(r"direct: (\d+) tenants, ([\d.]+) s", got["output"])
     if not m:
         raise RuntimeError(f"no summary line in the direct run's output:\n{got['output'][-2000:]}")
@@ -185,14 +192,23 @@ def direct(landing: Path, data: Path, cwd: Path, contracts: bool = True) -> dict
     return got
 
 
-def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
+def direct_main(landing: Path, data: Path, contracts: bool = True, full: bool = False) -> int:
     """The whole pipeline through memflow's functions, no Dagster (runs in a child process),
     stage by stage over every tenant as the assets go. With `contracts`, each stage's rows go
     through the same pandera contracts the assets quarantine by
     (`schemas.contracts.quarantine_contract_failures`, the run's tenants as one frame: no Dagster
     in it), so the turns, facts and entities stored are the ones
     `memflow run` stores for any input (the contract rejects themselves are not written here);
-    without, contract-breaking rows would be stored (the baseline of earlier rounds)."""
+    without, contract-breaking rows would be stored (the baseline of earlier rounds).
+
+    With `full` (the kind `direct_full`), also the domain work `memflow run` does that the
+    plain direct path leaves out, each through the function the asset calls: the two
+    retraction tables, the landing survey (`landing_problems`), the validated facts'
+    summaries (one commit), the blocking contract checks on the stored frames
+    (`schemas.contracts.split_valid`, as `assets.metadata.contract_check` runs it) and the
+    graph sink's check (`sync_and_check` instead of `sync_graph`). Still not done here: the
+    per-tenant metadata (previews, counts by reason), the landing index of what is up to
+    date, settings resolution and the summary `memflow run` prints."""
     started = time.perf_counter()
     import gc
 
@@ -207,8 +223,9 @@ def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
     from memflow.turns import TurnTables, ingest_turns
     from resources.configurable import Storage
     from resources.graph.sqlite import SqliteGraphStore
-    from resources.graph.sync import sync_graph
+    from resources.graph.sync import sync_and_check, sync_graph
     from resources.tables import TableStore
+    from schemas.contracts import split_valid
     from schemas.tables import QUARANTINE, TABLES, Asset, conform
 
     storage = Storage(landing_dir=str(landing), data_dir=str(data))
@@ -219,7 +236,7 @@ def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
     graph = SqliteGraphStore(data / "graph.sqlite")
 
     stages = {"turns": 0.0, "extract": 0.0, "facts": 0.0, "contracts": 0.0, "sink": 0.0,
-              "write": 0.0}  # fmt: skip
+              "write": 0.0, "checks": 0.0, "survey": 0.0}  # fmt: skip
     units = {"turns": 0, "triples": 0, "facts": 0, "entities": 0, "sink_rows": 0}
 
     pending: dict[str, dict] = {}
@@ -253,7 +270,25 @@ def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
 
     from schemas.contracts import EntityContract, FactContract, TurnContract
 
+    def check(frames: dict, contract) -> None:
+        """The blocking contract check on the stored frames (`full` only)."""
+        if not full:
+            return
+        t = time.perf_counter()
+        stored = [df for df in frames.values() if df.height]
+        if stored:
+            _, violations = split_valid(pl.concat(stored, how="vertical_relaxed"), contract)
+            if violations:
+                raise RuntimeError(f"{contract.__name__} check failed: {violations[:3]}")
+        stages["checks"] += time.perf_counter() - t
+
+    # What `memflow run` loads: collected as `pipelines.cli.run_gc_setup` does after its own.
+    gc.freeze()
     try:
+        if full:
+            t = time.perf_counter()
+            tables.write_zone(landing_mod.landing_problems(landing), Asset.LANDING_PROBLEMS)
+            stages["survey"] += time.perf_counter() - t
         turns_by = {}
         for scope, files in found.items():
             t = time.perf_counter()
@@ -279,6 +314,9 @@ def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
             write(ex.triples, Asset.EXTRACTED_TRIPLES, scope)
             write(ex.rejects, Asset.EXTRACTION_REJECTS, scope)
             write(ex.log, Asset.EXTRACTION_LOG, scope)
+            if full:
+                write(ex.requests, Asset.RETRACTION_REQUESTS, scope)
+        check({s: t.turns for s, t in turns_by.items()}, TurnContract)
         flush()
         built_by = {}
         for scope, ex in extracted.items():
@@ -304,10 +342,29 @@ def direct_main(landing: Path, data: Path, contracts: bool = True) -> int:
                 scope,
             )
             write(built.merges, Asset.FACT_MERGES, scope)
+            if full:
+                write(built.retractions, Asset.RETRACTIONS, scope)
+        check(facts, FactContract)
+        check(entities, EntityContract)
+        if full:
+            t = time.perf_counter()
+            tables.record_summaries(
+                Asset.VALIDATED_FACTS,
+                {
+                    s: {"facts": facts[s].height, "entities": entities[s].height, **b.counts}
+                    for s, b in built_by.items()
+                },
+            )
+            stages["write"] += time.perf_counter() - t
         flush()
         for scope in built_by:
             t = time.perf_counter()
-            report = sync_graph(graph, scope, entities[scope], facts[scope])
+            if full:
+                report, equal, _ = sync_and_check(graph, scope, entities[scope], facts[scope])
+                if not equal:
+                    raise RuntimeError(f"the graph store does not equal the tables of {scope}")
+            else:
+                report = sync_graph(graph, scope, entities[scope], facts[scope])
             stages["sink"] += time.perf_counter() - t
             units["sink_rows"] += report.entities_written + report.facts_written
     finally:
@@ -340,14 +397,18 @@ def warm_up(work: Path) -> None:
         shutil.rmtree(data, ignore_errors=True)
 
 
-def part_batch(work: Path, tenants: int, days: int, rounds: int) -> dict[str, Any]:
+def part_batch(
+    work: Path, tenants: int, days: int, rounds: int, full: bool = False
+) -> dict[str, Any]:
     landing = work / "landing-batch"
     names = [f"org{t // 10:02d}/repo{t:03d}" for t in range(tenants)]
     for name in names:
         for d in range(days):
             write_day(landing, name, d)
     total_turns = tenants * days * 40
-    kinds = ("direct", "direct_no_contracts", "memflow_run")
+    kinds: tuple[str, ...] = ("direct", "direct_no_contracts", "memflow_run")
+    if full:
+        kinds = ("direct", "direct_no_contracts", "direct_full", "memflow_run")
     results: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     for r in range(rounds):
         order = kinds if r % 2 == 0 else tuple(reversed(kinds))
@@ -357,7 +418,9 @@ def part_batch(work: Path, tenants: int, days: int, rounds: int) -> dict[str, An
             if kind == "memflow_run":
                 got = memflow_run(landing, data, work)
             else:
-                got = direct(landing, data, work, contracts=kind == "direct")
+                got = direct(
+                    landing, data, work, kind != "direct_no_contracts", kind == "direct_full"
+                )
             got["rows"] = counts(data)
             got.pop("output")
             got["turns_per_s"] = round(total_turns / got["wall_s"], 1)
@@ -400,9 +463,24 @@ def part_batch(work: Path, tenants: int, days: int, rounds: int) -> dict[str, An
             ),
             3,
         ),
+        **_full_ratios(results),
         "same_rows": same,
         "runs": best["memflow_run"]["runs"],
         "target_met": ratio <= TARGET_RATIO and best["memflow_run"]["runs"] <= TARGET_RUNS and same,
+    }
+
+
+def _full_ratios(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """memflow run against `direct_full` (the direct path with the domain work it otherwise
+    leaves out), when that kind ran."""
+    if "direct_full" not in results:
+        return {}
+    pairs = list(zip(results["memflow_run"], results["direct_full"], strict=True))
+    return {
+        "pair_wall_ratios_full": [round(m["wall_s"] / d["wall_s"], 3) for m, d in pairs],
+        "pair_cpu_ratios_full": [round(m["cpu_s"] / d["cpu_s"], 3) for m, d in pairs],
+        "wall_ratio_full": round(statistics.median(m["wall_s"] / d["wall_s"] for m, d in pairs), 3),
+        "cpu_ratio_full": round(statistics.median(m["cpu_s"] / d["cpu_s"] for m, d in pairs), 3),
     }
 
 
@@ -576,10 +654,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--direct", nargs=2, metavar=("LANDING", "DATA"), help=argparse.SUPPRESS)
     parser.add_argument("--no-contracts", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--full", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--with-direct-full",
+        action="store_true",
+        help="(a): a fourth kind, direct_full: the direct path with the domain work memflow run "
+        "does beyond it (checks, survey, summaries, retraction tables)",
+    )
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args(argv)
     if args.direct:
-        return direct_main(Path(args.direct[0]), Path(args.direct[1]), not args.no_contracts)
+        return direct_main(
+            Path(args.direct[0]), Path(args.direct[1]), not args.no_contracts, args.full
+        )
 
     work = Path(tempfile.mkdtemp(prefix="memflow-bench-scale-"))
     result: dict[str, Any] = {
@@ -600,7 +687,9 @@ def main(argv: list[str] | None = None) -> int:
         warm_up(work)
         if args.part in ("all", "batch"):
             print(f"(a) {args.tenants} tenants x {args.days} days x 40 turns", flush=True)
-            result["batch"] = part_batch(work, args.tenants, args.days, args.rounds)
+            result["batch"] = part_batch(
+                work, args.tenants, args.days, args.rounds, args.with_direct_full
+            )
         if args.part in ("all", "newday"):
             print("(b) a new day: 60 days of history vs 5", flush=True)
             result["newday"] = part_newday(work, args.newday_rounds)
@@ -627,6 +716,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{b['best']['memflow_run']['peak_rss_mib']} vs {b['best']['direct']['peak_rss_mib']} "
             f"MiB; same rows: {b['same_rows']}; target met: {b['target_met']}"
         )
+        if "cpu_ratio_full" in b:
+            print(
+                f"(a) memflow run / direct_full (the same checks, survey, summaries and tables "
+                f"through memflow's functions): wall {b['wall_ratio_full']}x, "
+                f"CPU {b['cpu_ratio_full']}x"
+            )
         ok &= b["target_met"]
     if "newday" in result and args.part in ("all", "newday"):
         n = result["newday"]

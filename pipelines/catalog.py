@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import os
 import pkgutil
 import re
 from collections.abc import Sequence
@@ -37,10 +38,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _file(module: str) -> Path | None:
     """The source file of a project module (found by path: nothing is imported)."""
-    base = ROOT.joinpath(*module.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
+    return _file_under(ROOT, module)
+
+
+@functools.cache
+def _file_under(root: Path, module: str) -> Path | None:
+    # Cached: a code version walks ~1,700 imported names, most of them seen before (each
+    # `from x import a, b` also tries x.a and x.b as modules), and building and statting
+    # paths for each was most of loading the definitions (~0.1 s of every `memflow run`).
+    base = os.path.join(root, *module.split("."))
+    for path in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(path):
+            return Path(path)
     return None
 
 

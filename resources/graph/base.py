@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 from schemas.records import EntityRecord, ExpandedFact, FactRecord
 from schemas.scope import Scope
@@ -65,6 +66,19 @@ class GraphStore(ABC):
         Superseded facts (closed before `as_of`) are never returned. Results are ordered by
         hop, then confidence (descending), then fact_id, and cut at `limit`.
         """
+
+    def content_rows(self, scope: Scope) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The scope's entities and facts as the store returns them, as the content a row
+        hash covers (`common.entity_content`, `common.fact_row`), ordered by id: what the graph
+        check re-hashes (never the hashes the store keeps). A backend that can read its rows
+        without building records overrides it with the same tuples (the contract suite
+        compares the two)."""
+        from resources.graph.common import entity_content, fact_row
+
+        return (
+            [entity_content(e) for e in sorted(self.entities(scope), key=lambda e: e.entity_id)],
+            [fact_row(f) for f in sorted(self.facts(scope), key=lambda f: f.fact_id)],
+        )
 
     @abstractmethod
     def row_hashes(self, scope: Scope) -> tuple[dict[str, str], dict[str, str]]:

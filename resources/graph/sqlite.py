@@ -25,6 +25,7 @@ from resources.graph.common import (
     assemble_expansion,
     fact_from_row,
     fact_row,
+    stored_fact_content,
     to_micros,
     unique_ids,
 )
@@ -58,6 +59,8 @@ _SCHEMA = (
 
 _FACT_COLUMNS = ", ".join((*FACT_FIELDS, "row_hash"))
 _ENTITY_COLUMNS = ", ".join((*ENTITY_FIELDS, "row_hash"))
+_FACT_CONTENT = ", ".join(FACT_FIELDS)
+_ENTITY_CONTENT = ", ".join(ENTITY_FIELDS)
 _FACT_PARAMS = ", ".join("?" * (2 + len(FACT_FIELDS) + 1))  # scope, content, row_hash
 _IN_IDS = "(SELECT value FROM json_each(?))"  # a JSON array bound as one parameter
 _VALID_AT = "valid_from <= ? AND (valid_to IS NULL OR valid_to > ?)"
@@ -332,6 +335,25 @@ class SqliteGraphStore(GraphStore):
                 return [_fact(r) for r in rows]
 
             return assemble_expansion(seeds, hops=hops, limit=limit, fetch=fetch)
+
+    def content_rows(self, scope: Scope) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """`GraphStore.content_rows` straight from the columns (no records built)."""
+        key = (scope.tenant_id, scope.ns)
+        with self._read() as db:
+            ents = db.execute(
+                f"SELECT {_ENTITY_CONTENT} FROM entities WHERE tenant_id = ? AND ns = ? "
+                "ORDER BY entity_id",
+                key,
+            ).fetchall()
+            facts = db.execute(
+                f"SELECT {_FACT_CONTENT} FROM facts WHERE tenant_id = ? AND ns = ? "
+                "ORDER BY fact_id",
+                key,
+            ).fetchall()
+        return (
+            [(i, n, json.loads(a), json.loads(t)) for i, n, a, t in ents],
+            [stored_fact_content(r) for r in facts],
+        )
 
     def row_hashes(self, scope: Scope) -> tuple[dict[str, str], dict[str, str]]:
         key = (scope.tenant_id, scope.ns)

@@ -21,6 +21,7 @@ from resources.graph.common import (
     FACT_FIELDS,
     NO_SOURCES,
     encode_sources,
+    entity_content,
     fact_from_row,
     fact_row,
 )
@@ -53,7 +54,7 @@ class GraphSyncReport:
 
 
 def entity_hash(e: EntityRecord) -> str:
-    return _digest([e.entity_id, e.name, list(e.aliases), list(e.types)])
+    return _digest(list(entity_content(e)))
 
 
 def fact_hash(f: FactRecord) -> str:
@@ -151,8 +152,9 @@ def graph_equals_table(
 def _compare(store: GraphStore, scope: Scope, rows: _TableRows) -> tuple[bool, dict[str, Any]]:
     table_e = dict(zip((r[0] for r in rows.entities), rows.entity_hashes, strict=True))
     table_f = dict(zip((r[0] for r in rows.facts), rows.fact_hashes, strict=True))
-    store_e = {e.entity_id: entity_hash(e) for e in store.entities(scope)}
-    store_f = {f.fact_id: fact_hash(f) for f in store.facts(scope)}
+    stored_entities, stored_facts = store.content_rows(scope)
+    store_e = {row[0]: _digest(list(row)) for row in stored_entities}
+    store_f = {row[0]: _digest(list(row)) for row in stored_facts}
     details: dict[str, Any] = {
         "table_entities": len(table_e),
         "store_entities": len(store_e),

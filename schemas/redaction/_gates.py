@@ -95,18 +95,6 @@ def _python_prefilter() -> re.Pattern[str]:
     return re.compile(_prefix_tree(_PREFILTER_GATES))
 
 
-# The same for polars (Rust regex), whose case-insensitive flag stands for lowercasing; its
-# gates unbounded (`_bounded`): weaker than Python's, where only a hatch differs, never
-# stronger, and no detector opens on a hatch alone. The rule set's keywords are candidates too
-# (a value only a rule finds, `glsa_...`, is no candidate of any gate).
-PREFILTER_PATTERN = (
-    "(?i)"
-    + _prefix_tree(_unbounded(g) for g in _PREFILTER_GATES)
-    + "|"
-    + "|".join(re.escape(k) for k in RULES.keywords)
-)
-
-
 def _re2_syntax(pattern: str) -> str:
     """A gate regex (Python's syntax, read as Rust's by polars) in RE2's: `\\uXXXX` as
     `\\x{XXXX}`, and `\\w` Unicode-aware as Python's is (RE2's is ASCII): letters, numbers

@@ -2,9 +2,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from schemas.redaction._gates import (
-    PREFILTER_PATTERN,
-)
 from schemas.redaction.engine import (
     _cut,
 )
@@ -20,20 +17,21 @@ def _check_dtype(s: pl.Series) -> None:
         raise TypeError(f"redaction needs a String column, got {s.dtype} for {s.name!r}")
 
 
-def _candidates(s: pl.Series) -> list[str]:
-    """Distinct non-null values the gates cannot prove clean."""
-    unique = s.drop_nulls().unique()
-    return unique.filter(unique.str.contains(PREFILTER_PATTERN)).to_list()
-
-
 def _dirty(s: pl.Series) -> dict[str, tuple[str, int]]:
-    """Each distinct value holding a secret: its redacted form and how many secrets it held."""
+    """Each distinct value holding a secret: its redacted form and how many secrets it held.
+
+    Every distinct value goes to the engine, whose first step (one RE2 set of every gate and
+    keyword, `_gates._SCAN`) passes a clean value in one linear scan. A polars regex of the
+    same gates used to pick the candidates first; since the rule set's keywords joined it,
+    it cost ~70x what the engine's scan does on the same values (3.4 against 0.05 CPU s for
+    16,000 distinct turn texts, ~6 s for one 1 MiB line), and a contract check or a turn
+    table paid it on every distinct text."""
     import polars as pl
 
     if s.dtype == pl.Null:
         return {}
     out: dict[str, tuple[str, int]] = {}
-    for value in _candidates(s):
+    for value in s.drop_nulls().unique().to_list():
         redacted, n = _cut(value)
         if n:
             out[value] = (redacted, n)

@@ -477,6 +477,35 @@ def test_row_hashes_are_what_was_written(graph_store: GraphStore, new_scope: Sco
     assert graph_store.row_hashes(scope) == ({"a": "ha", "b": "hb"}, {"f1": "hf"})
 
 
+def test_content_rows_are_the_records_content(graph_store: GraphStore, new_scope: Scopes) -> None:
+    """What the graph check re-hashes: a backend's own `content_rows` (SQLite reads its
+    columns) equals the content of the records it returns, hostile values, closures and
+    sources included, and follows a change."""
+    scope = new_scope()
+    graph_store.upsert_entities(
+        scope,
+        [ent("a", HOSTILE[0], aliases=tuple(HOSTILE[1:4]), types=("svc",)), ent("b"), ent("c")],
+    )
+    graph_store.upsert_facts(
+        scope,
+        [
+            fact("f1", "a", "b", 0.125, valid_to=T1, sources=(("s1", "t1"), (HOSTILE[4], "t2"))),
+            fact("f2", "b", "c", 1.0, supersedes="f1", session_id=HOSTILE[2]),
+            fact("f3", "c", "a", 0.5, valid_from=T0 + 7 * US),
+        ],
+    )
+    graph_store.supersede(scope, "f3", "f2", T1)
+    assert graph_store.content_rows(scope) == GraphStore.content_rows(graph_store, scope)
+    ents, facts = graph_store.content_rows(scope)
+    assert [r[0] for r in ents] == ["a", "b", "c"] and [r[0] for r in facts] == ["f1", "f2", "f3"]
+    graph_store.upsert_entities(scope, [ent("b", "Renamed", aliases=("bee",))])
+    graph_store.delete_facts(scope, ["f1"])
+    assert graph_store.content_rows(scope) == GraphStore.content_rows(graph_store, scope)
+    assert graph_store.content_rows(scope)[0][1] == ("b", "Renamed", ["bee"], [])
+    assert GraphStore.content_rows(graph_store, new_scope("empty")) == ([], [])
+    assert graph_store.content_rows(new_scope("empty")) == ([], [])
+
+
 def test_a_second_handle_sees_the_same_store(
     graph_backend: GraphBackend, graph_store: GraphStore, new_scope: Scopes
 ) -> None:
@@ -708,6 +737,42 @@ def test_sync_repairs_edits_made_behind_its_back(
     report = sync_graph(graph_store, scope, entities, facts)
     assert report.facts_written == 2
     assert graph_equals_table(graph_store, scope, entities, facts)[0]
+
+
+def test_the_check_reads_sqlite_columns_as_the_records_would(tmp_path: Path) -> None:
+    """SQLite's `content_rows` normalises stored values exactly as reading the records and
+    hashing them did: values a writer of another kind left (a float time, "" for no link,
+    sources spelled with spaces) give the same content; an edit of the content is a change."""
+    import sqlite3
+
+    from resources.graph.common import FACT_FIELDS, fact_from_row, fact_row, stored_fact_content
+
+    scope = Scope.parse("acme/api")
+    store = SqliteGraphStore(tmp_path / "graph.sqlite")
+    entities, facts = tables(scope)
+    sync_graph(store, scope, entities, facts)
+    with sqlite3.connect(store.path) as db:
+        db.execute(
+            "UPDATE facts SET valid_from = valid_from + 0.0, supersedes = '' WHERE fact_id = 'f1'"
+        )
+        db.execute(
+            """UPDATE facts SET sources = '[ ["s1", "1"] , ["s2","x''ÿ"] ]' WHERE fact_id = 'f1'"""
+        )
+    rows = store.content_rows(scope)
+    assert rows == GraphStore.content_rows(store, scope)
+    f1 = dict(zip(FACT_FIELDS, next(r for r in rows[1] if r[0] == "f1"), strict=True))
+    assert type(f1["valid_from"]) is int and f1["supersedes"] is None
+    assert f1["sources"] == '[["s1","1"],["s2","x\'ÿ"]]'
+    raw = tuple({**f1, "valid_from": f1["valid_from"] + 0.0, "supersedes": ""}.values())
+    assert stored_fact_content(raw) == fact_row(fact_from_row(raw, "")) == tuple(f1.values())
+    assert graph_equals_table(store, scope, entities, facts)[0]
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE entities SET aliases = '[\"n1\"]' WHERE entity_id = 'e1'")
+        db.execute("UPDATE facts SET confidence = 0.99 WHERE fact_id = 'f2'")
+    ok, details = graph_equals_table(store, scope, entities, facts)
+    assert not ok
+    assert details["sample"] == {"changed_entities": ["e1"], "changed_facts": ["f2"]}
+    store.close()
 
 
 def test_sync_and_check_is_sync_then_check_on_every_table_version(

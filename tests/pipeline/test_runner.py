@@ -196,6 +196,7 @@ def test_the_cli_prints_a_failed_survey_as_the_surveys_failure(
     tenant, exit 1; the collector setting of `memflow run` does not outlive the command."""
     import gc
 
+    from pipelines import runner
     from pipelines.cli import RUN_GC_THRESHOLD, main
 
     landing, data = env
@@ -207,12 +208,22 @@ def test_the_cli_prints_a_failed_survey_as_the_surveys_failure(
     elif where == "unknown tenant":
         args += ["--tenant", "acme/typo"]
     _break_survey(monkeypatch)
-    before = gc.get_threshold()
+    before, frozen = gc.get_threshold(), gc.get_freeze_count()
     assert before != RUN_GC_THRESHOLD
+    seen: list[tuple[tuple[int, int, int], int]] = []
+    real_run_all = runner.run_all
+
+    def spy(*a, **kw):  # what the collector looks like while the command runs
+        seen.append((gc.get_threshold(), gc.get_freeze_count()))
+        return real_run_all(*a, **kw)
+
+    monkeypatch.setattr(runner, "run_all", spy)
     assert main(args) == 1
+    assert seen and seen[0][0] == RUN_GC_THRESHOLD and seen[0][1] > frozen  # definitions frozen
     out, err = capsys.readouterr()
     assert "FAILED landing_problems [(survey)]: PermissionError: landing zone not readable" in out
     assert "tenant(s) failed" not in err
     if where == "tenants":
         assert "a survey step failed" in err and "acme/api" in out  # the summary: tenants landed
     assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == frozen  # and unfrozen after it
