@@ -3,6 +3,11 @@
     python bench/bench_scale.py                          # 100, 1,000, 10,000 tenants
     python bench/bench_scale.py --tenants 100,1000       # fewer
     nice -n 10 python bench/bench_scale.py --tenants 100 --keep
+    python bench/bench_scale.py --stack production --tenants 100,1000
+
+`--stack production` measures the same shape through the daemon, the landing sensor,
+PostgreSQL, JanusGraph and the Milvus server instead (bench/bench_scale_production.py; results
+in bench/results/scale-production.json).
 
 Each size is a fresh landing zone and data directory in a temp directory: N tenants
 (`org<i // 50>/repo<i>`, 50 repos an org) with small histories in the shape of the 40-tenant
@@ -375,8 +380,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=10, help="turns a day")
     parser.add_argument("--work", help="work directory (default: a new temp directory)")
     parser.add_argument("--keep", action="store_true", help="keep the data directories")
-    parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--out", help=f"results (default {RESULTS.name}, or "
+                        "scale-production.json with --stack production)")  # fmt: skip
+    parser.add_argument("--stack", choices=("embedded", "production"), default="embedded")
+    from bench import bench_scale_production as production
+
+    production.add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.stack == "production":
+        args.out = args.out or str(production.RESULTS)
+        return production.run(args, sys.argv[1:] if argv is None else argv)
+    args.out = args.out or str(RESULTS)
     sizes = [int(x) for x in args.tenants.split(",") if x]
     out = Path(args.out)
 

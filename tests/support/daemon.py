@@ -48,11 +48,15 @@ def in_flight(run: dict[str, Any]) -> bool:
     )
 
 
+STORAGES = ("run_storage", "event_log_storage", "schedule_storage")
+
+
 def instance_config(db_url: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """deploy/dagster.yaml with its storage pointed at `db_url` (and `overrides` merged in,
+    """deploy/dagster.yaml with its storages pointed at `db_url` (and `overrides` merged in,
     one level deep per top-level key)."""
     config = yaml.safe_load(TEMPLATE.read_text())
-    config["storage"] = {"postgres": {"postgres_url": db_url}}
+    for key in STORAGES:
+        config[key] = {**config[key], "config": {"postgres_url": db_url}}
     for key, value in (overrides or {}).items():
         if isinstance(value, dict) and isinstance(config.get(key), dict):
             config[key] = {**config[key], **value}
