@@ -282,7 +282,7 @@ def direct_main(landing: Path, data: Path, contracts: bool = True, full: bool = 
                 raise RuntimeError(f"{contract.__name__} check failed: {violations[:3]}")
         stages["checks"] += time.perf_counter() - t
 
-    # What `memflow run` loads: collected as `pipelines.cli.run_gc_setup` does after its own.
+    # What `memflow run` loads: collected as `pipelines.run_gc.run_gc_setup` does after its own.
     gc.freeze()
     try:
         if full:

@@ -55,6 +55,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.bench_ingest_scale import write_day  # noqa: E402
+from bench.scale_shapes import disk, per_tenant, tenant_name  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "scale.json"
 BIN = Path(sys.executable).parent
@@ -62,10 +63,6 @@ BIN = Path(sys.executable).parent
 GOAL_FIRST_GROWTH = 1.2  # first ingest, CPU per tenant, largest size / smallest
 GOAL_NEW_FILE = 1.2  # one new file's work, largest size / smallest
 GOAL_STATUS_S = 5.0
-
-
-def tenant_name(i: int) -> str:
-    return f"org{i // 50:04d}/repo{i:05d}"
 
 
 def env_for(landing: Path, data: Path) -> dict[str, str]:
@@ -255,24 +252,6 @@ def step_times(output: str) -> list[dict[str, Any]]:
         runs.setdefault(run_id, {"run": run_id, "block": int(block), "done_at_s": {}})
         runs[run_id]["done_at_s"][asset] = float(at)
     return list(runs.values())
-
-
-def disk(data: Path) -> dict[str, int]:
-    """Bytes on disk (allocated blocks) of the data directory, by top-level part."""
-    out: dict[str, int] = {}
-    for part in sorted(data.iterdir()):
-        total = 0
-        paths = [part] if part.is_file() else [p for p in part.rglob("*") if p.is_file()]
-        for p in paths:
-            with contextlib.suppress(OSError):
-                total += p.stat().st_blocks * 512
-        out[part.name] = total
-    out["total"] = sum(out.values())
-    return out
-
-
-def per_tenant(value: float, n: int, digits: int = 4) -> float:
-    return round(value / n, digits)
 
 
 def one_size(
