@@ -17,7 +17,7 @@ def _holds_a_secret(value: str) -> bool:
 
 
 class ScopeError(ValueError):
-    """A tenant or namespace is missing or not a valid org/repo name."""
+    """An org (`tenant_id`) or repo (`ns`) is missing or not a valid org/repo name."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -188,7 +188,7 @@ def split_duplicates(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The ``duplicate_turn`` rule, in one place: (kept turns, duplicate rejects).
 
-    A turn is identified by its ``turn_key`` (tenant, ns, session_id, turn_id). A key in
+    A turn is identified by its ``turn_key`` (tenant_id, ns, session_id, turn_id). A key in
     `ingested_keys` (turns already stored, from earlier files or runs) wins over any new turn;
     among new turns the earliest wins, by ``ts``, then ``source_file``, then ``line_no``.
     `turns` has `TURN_COLUMNS`; kept turns keep their order, rejects have `REJECT_COLUMNS`.

@@ -462,8 +462,8 @@ class GremlinGraphStore(GraphStore):
         return self._call(read)
 
     def counts_many(self, scopes: Sequence[Scope]) -> dict[Scope, dict[str, int]]:
-        """Grouped by tenant and namespace on the server, one traversal per kind for up to
-        `_ID_CHUNK` orgs and namespaces at a time; pairs not asked for are dropped."""
+        """Grouped by org (`tenant_id`) and repo (`ns`) on the server, one traversal per kind
+        for up to `_ID_CHUNK` orgs and repos at a time; pairs not asked for are dropped."""
         wanted = list(dict.fromkeys(scopes))
         out = {s: {"entities": 0, "facts": 0} for s in wanted}
         by_pair = {(s.tenant_id, s.ns): s for s in wanted}

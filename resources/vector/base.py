@@ -116,7 +116,7 @@ class VectorStore(ABC):
     ) -> list[VectorHit]:
         """Up to `k` entities of the scope by cosine, best first, none below `min_cosine`.
 
-        Hits of any other tenant or namespace are dropped after the search too.
+        Hits of any other org or repo (`tenant_id`, `ns`) are dropped after the search too.
         """
 
     @abstractmethod

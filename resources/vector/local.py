@@ -10,7 +10,7 @@ Layout (one directory per model key, one file per scope)::
 A scope's file is an uncompressed Arrow IPC file (Feather v2: pyarrow, polars and pandas read it
 with no memflow code) with the columns tenant_id, ns, entity_id, text_hash and vector
 (fixed_size_list<float32>[dim], stored unit-length, so a search is one matrix-vector product).
-`<digest>` is a hash of the exact (tenant, ns): two scopes never share a file, even where the
+`<digest>` is a hash of the exact (tenant_id, ns): two scopes never share a file, even where the
 file system folds case.
 
 Writes replace the file whole: under an exclusive lock of the scope's file

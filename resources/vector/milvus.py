@@ -8,10 +8,11 @@ never per tenant. A server read that must see every acknowledged write asks for 
 consistency, which waits for the server's time tick (~200 ms on 2.3.5): the sink therefore asks
 for a whole block of tenants in one read (`ids_many`) rather than one read per tenant.
 
-Safety: primary keys are hex digests of (tenant, ns, entity id), so ids never reach an
-expression; tenant and namespace are quoted by `literal` (only backslash, quote, newline,
-carriage return and tab are escaped, which every Milvus parser since 2.3 reads back exactly);
-and every row or hit whose tenant or namespace differ is dropped after the query or search too.
+Safety: primary keys are hex digests of (tenant_id, ns, entity id), so ids never reach an
+expression; org and repo (`tenant_id`, `ns`) are quoted by `literal` (only backslash,
+quote, newline, carriage return and tab are escaped, which every Milvus parser since 2.3 reads
+back exactly); and every row or hit whose org or repo differ is dropped after the query or
+search too.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def scope_filter(scope: Scope) -> str:
 
 
 def scopes_filter(scopes: Iterable[Scope]) -> str:
-    """Rows of any of `scopes` (and possibly of other (tenant, ns) pairs of those tenants and
+    """Rows of any of `scopes` (and possibly of other (tenant_id, ns) pairs of those orgs and
     namespaces: the caller drops rows whose pair it did not ask for)."""
     tenants = sorted({s.tenant_id for s in scopes})
     nss = sorted({s.ns for s in scopes})
