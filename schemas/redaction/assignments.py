@@ -252,8 +252,10 @@ def _keyword_starts(text: str, lowered: str) -> Iterable[int]:
 
 # Configuration directives that take a password, with no `=`: redis.conf's `requirepass` and
 # `masterauth`, Sentinel's `sentinel auth-pass <master>`, pgbouncer's userlist is `"u" "pw"`.
+# Anywhere a word can start, not only at a line's start: `CONFIG SET requirepass <pw>` and a
+# directive quoted in prose carry the same value.
 _DIRECTIVE = re.compile(
-    r"(?im)^[ \t]*(?:requirepass|masterauth|masterpass|sentinel[ \t]+auth-pass[ \t]+\S+)"
+    r"(?i)(?<![\w-])(?:requirepass|masterauth|masterpass|sentinel[ \t]+auth-pass[ \t]+\S+)"
     r"""[ \t]+(?:"(?P<dq>[^"\n]*)"|'(?P<sq>[^'\n]*)'|(?P<v>[^\s"'#]\S*))"""
 )
 
@@ -263,7 +265,13 @@ def _directive_span(m: re.Match[str]) -> tuple[int, int] | None:
         if m.group(group) is not None:
             value = m.group(group)
             quoted = group != "v"
-            return m.span(group) if _is_value(value, "password", quoted, literal=True) else None
+            if not _is_value(value, "password", quoted, literal=True):
+                return None
+            # Mid-line the directive may be named in prose ("the requirepass directive"):
+            # an unquoted word there must look like a password.
+            if not quoted and not _first_on_line(m.string, m.start()):
+                return m.span(group) if _prose_password(value, strong=False) else None
+            return m.span(group)
     return None
 
 

@@ -83,6 +83,8 @@ def _cases() -> list[Case]:
     add("netrc_reversed", "machine api.test\n  password {s}\n  login deploy", "Netrc9" + rs(5),
         "login deploy")  # fmt: skip
     add("redis_conf", "bind 0.0.0.0\nrequirepass {s}\n", "Red1s" + rs(8), "requirepass ")
+    add("redis_config_set", "redis-cli CONFIG SET requirepass {s}", "Red1s" + rs(8), "CONFIG SET ")
+    add("redis_in_prose", "vault with requirepass {s} inside", "o8aOEH" + rs(6), "vault with ")
     add("oracle", "sqlplus scott/{s}@orcl", "T1ger" + rs(4), "sqlplus scott/", "@orcl")
     add(
         "keytool",
@@ -212,6 +214,8 @@ def test_the_secret_goes_and_the_text_stays(case: Case) -> None:
         "a_very_long_snake_case_function_name_for_tests()",
         "&amp; &lt;b&gt; R&amp;D costs 100%25 of 50%3A50",
         '{"predicate": "KEPT_SECRET", "object": "his mobile game development"}',  # LoCoMo
+        "the requirepass directive is set in redis.conf",
+        "set masterauth to the same value on replicas",
     ],
 )
 def test_what_is_no_secret_stays(text: str) -> None:
