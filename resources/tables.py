@@ -86,6 +86,8 @@ from schemas.scope import Scope
 from schemas.tables import FIGURES, LANDING_PROBLEMS, PER_DAY, TABLES, Asset, conform
 
 _ZONE_LAYOUTS = {Asset.LANDING_PROBLEMS: LANDING_PROBLEMS}
+# Each summary table's rows as last read in this process, with the data files they came from.
+_SUMMARY_FRAMES: dict[str, tuple[tuple[str, ...], pl.DataFrame]] = {}
 _SUMMARY_COLUMNS = {"tenant_id": pl.String, "ns": pl.String, "summary": pl.String}
 
 __all__ = [
@@ -676,8 +678,9 @@ class TableStore:
     def read_all(self, uri: str) -> pl.DataFrame | None:
         """Every row of the table at `uri` (None when it does not exist)."""
         snap = self.snapshot(uri)
-        if snap is None:
-            return None
+        return None if snap is None else self._read_whole(uri, snap)
+
+    def _read_whole(self, uri: str, snap: Snapshot) -> pl.DataFrame:
         if snap.files.is_empty():
             with SNAPSHOTS.lock(uri, self.storage_options):
                 schema = pl.DataFrame(snap.table.to_pyarrow_table()).schema
@@ -724,7 +727,7 @@ class TableStore:
     ) -> dict[str, dict[str, int]]:
         """Every tenant's recorded summary of `asset` (tenant key -> values), or only those of
         `scopes` (what a write of a few tenants compares: the others' are not decoded)."""
-        df = self.read_all(self.summary_uri(asset))
+        df = self._summary_frame(asset)
         if df is None or df.is_empty():
             return {}
         if scopes is not None:
@@ -735,6 +738,21 @@ class TableStore:
             .sort("tenant_id", "ns")
             .iter_rows()
         }
+
+    def _summary_frame(self, asset: str) -> pl.DataFrame | None:
+        """The summary table's rows, read once for the files its log names now (a run reads
+        it several times between its commits; its files are never edited in place)."""
+        uri = self.summary_uri(asset)
+        snap = self.snapshot(uri)
+        if snap is None:
+            return None
+        files = tuple(snap.files["path"].to_list())
+        kept = _SUMMARY_FRAMES.get(uri)
+        if kept is not None and kept[0] == files:
+            return kept[1]
+        df = self._read_whole(uri, snap)
+        _SUMMARY_FRAMES[uri] = (files, df)
+        return df
 
     def figures(self, asset: str, scopes: Iterable[Scope]) -> dict[Scope, dict[str, int]]:
         """Each tenant's figures of `asset` (`schemas.tables.FIGURES`) as its current files

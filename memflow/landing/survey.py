@@ -137,8 +137,9 @@ def landing_problems(
     count_lines: bool = True,
 ) -> pl.DataFrame:
     """The landing zone's problems as a `LANDING_PROBLEMS` table: `discover`'s (its walk run
-    again, for the problems only, when `found` is not given), each with the lines it holds where they can be counted
-    (directories with invalid scope names, nested directories, misplaced files)."""
+    again, for the problems only, when `found` is not given), each with the lines it holds
+    where they can be counted (directories with invalid scope names, nested directories,
+    misplaced files)."""
     problems = zone_problems(landing_root) if found is None else found.problems
     root = Path(landing_root)
     if count_lines:

@@ -393,6 +393,20 @@ def test_summaries_commit_only_the_tenants_whose_summary_changed(store: TableSto
     assert store.summaries(Asset.VALIDATED_FACTS, []) == {}
 
 
+def test_summaries_are_read_once_per_version_and_never_stale(tmp_path: Path, monkeypatch) -> None:
+    writer, reader = TableStore(tmp_path / "data"), TableStore(tmp_path / "data")
+    writer.record_summaries(Asset.VALIDATED_FACTS, {A: {"facts": 1}, B: {"facts": 2}})
+    assert reader.summaries(Asset.VALIDATED_FACTS) == {A.key: {"facts": 1}, B.key: {"facts": 2}}
+    reads: list[str] = []
+    real = pl.read_parquet
+    monkeypatch.setattr(pl, "read_parquet", lambda p, **kw: reads.append(p) or real(p, **kw))
+    assert reader.summaries(Asset.VALIDATED_FACTS, [B]) == {B.key: {"facts": 2}}
+    assert reads == []  # the same files: not read again
+    writer.record_summaries(Asset.VALIDATED_FACTS, {B: {"facts": 5}})
+    assert reader.summaries(Asset.VALIDATED_FACTS) == {A.key: {"facts": 1}, B.key: {"facts": 5}}
+    assert reads  # a new version: read anew
+
+
 def _last_checkpoint(uri: str) -> int | None:
     marker = Path(uri, "_delta_log", "_last_checkpoint")
     return json.loads(marker.read_text())["version"] if marker.exists() else None
