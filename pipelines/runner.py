@@ -42,7 +42,7 @@ from pipelines.jobs import SURVEY
 from pipelines.progress import watch_run
 from pipelines.sensors import listing_digest
 from resources.tables import TableStore
-from schemas.scope import Scope
+from schemas.scope import Scope, ScopeError
 from schemas.tables import Asset
 
 
@@ -169,6 +169,26 @@ def _completed(
     up_to_date.update(data_dir, done={k: digests[k] for k in keys if k in digests}, current=current)
 
 
+def _listings(
+    landing_dir: str, tenants: list[str] | None
+) -> dict[Scope, tuple[landing.Listed, ...]]:
+    """The landing files of the tenants to run: with `tenants`, their directories only (a
+    run of one tenant does not walk the other 10,000); a name that is no valid ORG/REPO is
+    no tenant of the zone. The landing zone's problems are the survey's (run_job) to report,
+    the whole zone's, with or without `tenants`."""
+    if tenants is None:
+        return landing.zone_listing(Path(landing_dir))[0]
+    scopes = []
+    for name in tenants:
+        try:
+            scope = Scope.parse(name)
+        except ScopeError:
+            continue
+        if scope.key == name:
+            scopes.append(scope)
+    return landing.tenant_listings(landing_dir, scopes)
+
+
 def run_all(
     landing_dir: str,
     data_dir: str,
@@ -187,7 +207,7 @@ def run_all(
     os.environ.setdefault(EVENT_BATCH_ENV, EVENT_BATCH_SIZE)
     instance = instance_for(data_dir)
     home = os.environ["DAGSTER_HOME"]
-    listings, _ = landing.zone_listing(Path(landing_dir))
+    listings = _listings(landing_dir, tenants)
     # The listings' digests, taken before any range runs: a file landing mid-run leaves the
     # tenant's recorded digest stale, so the next run picks it up again.
     digests = {s.key: listing_digest(listed) for s, listed in listings.items()}

@@ -53,9 +53,9 @@ def tenant_summaries(
     `rows_per_tenant` of every table, when the caller has them) and the figures recorded
     beside the tables whose columns a balance needs (`TableStore.figures`: one small table
     each, not every tenant's files). `facts_summaries`: `tables.summaries(validated_facts)`
-    when the caller has it."""
+    (of these tenants at least) when the caller has it."""
     if facts_summaries is None:
-        facts_summaries = tables.summaries(Asset.VALIDATED_FACTS)
+        facts_summaries = tables.summaries(Asset.VALIDATED_FACTS, scopes)
     counted = (
         Asset.RAW_TURNS,
         Asset.EXTRACTED_TRIPLES,

@@ -126,7 +126,7 @@ def record_missing(store: TableStore, asset: str, unchanged: Mapping[Scope, pl.D
     held = {s: df for s, df in unchanged.items() if files.get(s)}
     if not held:
         return 0
-    recorded = store.summaries(asset)
+    recorded = store.summaries(asset, held)
     made = FIGURES[asset][1]
     todo = {}
     for scope, df in held.items():
@@ -177,7 +177,7 @@ def _recorded(
         return {s: dict(none) for s in scopes}, []
     files = store.files_by_scope(asset, scopes)
     # deletion vectors change a file's rows under the same name: nothing recorded holds then
-    recorded = store.summaries(asset) if index[1] else {}
+    recorded = store.summaries(asset, scopes) if index[1] else {}
     out: dict[Scope, dict[str, int]] = {}
     stale: list[Scope] = []
     for scope in scopes:

@@ -29,6 +29,15 @@ SUMMARIES_DIR = "_summaries"
 RUN_ID_KEY = "memflow.run_id"
 TENANTS_KEY = "memflow.tenants"
 WRITE_KEY = "memflow.write"
+# A checkpoint (the log's state in one Parquet file) every this many commits, not delta-rs's
+# default 100: a process opening a table reads the last checkpoint and the commits after it,
+# and a first ingest of 10,000 tenants makes ~50 commits a table (one per block), each naming
+# its block's files; without a checkpoint every process replays all of them (BENCHMARKS.md,
+# "One new file at 10,000 tenants"). Set on the tables memflow creates; a table made before
+# gets its checkpoints from `checkpoint_if_due`.
+CHECKPOINT_INTERVAL = 10
+CHECKPOINT_PROPERTY = "delta.checkpointInterval"
+TABLE_CONFIGURATION = {CHECKPOINT_PROPERTY: str(CHECKPOINT_INTERVAL)}
 # Conflicts delta-rs cannot resolve itself (two writers replacing the same tenant) are
 # retried this many times; writers of disjoint tenants never get here.
 CONFLICT_RETRIES = 5
@@ -54,6 +63,18 @@ def check_not_forked() -> None:
     _OWNER_PID = os.getpid()
 
 
+def checkpoint_if_due(table: DeltaTable) -> bool:
+    """After a commit: checkpoint a table that lacks the checkpoint interval (created before
+    memflow set it) every `CHECKPOINT_INTERVAL` versions, as delta-rs does for a table that
+    has it; whether a checkpoint was written."""
+    if CHECKPOINT_PROPERTY in table.metadata().configuration:
+        return False  # delta-rs writes them itself
+    if table.version() % CHECKPOINT_INTERVAL:
+        return False
+    table.create_checkpoint()
+    return True
+
+
 @dataclass
 class Snapshot:
     """A table's log as this process last read it, and its data files by tenant."""
@@ -72,10 +93,20 @@ def file_index(table: DeltaTable, uri: str) -> pl.DataFrame:
     if adds.is_empty():
         return pl.DataFrame(schema=_FILE_COLUMNS)
     base = uri.rstrip("/")
-    paths = [
-        unquote(p) if "://" in p or p.startswith("/") else f"{base}/{unquote(p)}"
-        for p in adds["path"].to_list()
-    ]
+    raw = adds["path"]
+    if raw.str.contains("%", literal=True).any():  # escaped names: decoded one by one
+        paths = pl.Series(
+            [
+                unquote(p) if "://" in p or p.startswith("/") else f"{base}/{unquote(p)}"
+                for p in raw.to_list()
+            ],
+            dtype=pl.String,
+        )
+    else:  # nothing to decode (the usual case): one expression over 10,000 files
+        absolute = raw.str.contains("://", literal=True) | raw.str.starts_with("/")
+        paths = adds.select(
+            pl.when(absolute).then(raw).otherwise(pl.lit(f"{base}/") + raw)
+        ).to_series()
     cols = {
         c: adds[f"partition.{c}"] if f"partition.{c}" in adds.columns else None
         for c in PARTITION_BY

@@ -61,11 +61,13 @@ from resources.table_log import (
     RUN_ID_KEY,
     SNAPSHOTS,
     SUMMARIES_DIR,
+    TABLE_CONFIGURATION,
     TABLES_DIR,
     TENANTS_KEY,
     WRITE_KEY,
     Snapshot,
     check_not_forked,
+    checkpoint_if_due,
     digest,
     file_index,
     plain_files,
@@ -84,6 +86,8 @@ from schemas.scope import Scope
 from schemas.tables import FIGURES, LANDING_PROBLEMS, PER_DAY, TABLES, Asset, conform
 
 _ZONE_LAYOUTS = {Asset.LANDING_PROBLEMS: LANDING_PROBLEMS}
+# Each summary table's rows as last read in this process, with the data files they came from.
+_SUMMARY_FRAMES: dict[str, tuple[tuple[str, ...], pl.DataFrame]] = {}
 _SUMMARY_COLUMNS = {"tenant_id": pl.String, "ns": pl.String, "summary": pl.String}
 
 __all__ = [
@@ -359,11 +363,10 @@ class TableStore:
         if snap is None:
             return {}
         wanted = {(s.tenant_id, s.ns): s for s in scopes}
+        hits = snap.files.join(_keys(wanted.values()), on=["tenant_id", "ns"], how="semi")
         out: dict[Scope, list[str]] = {}
-        for org, repo, path in snap.files.select("tenant_id", "ns", "path").iter_rows():
-            scope = wanted.get((org, repo))
-            if scope is not None:
-                out.setdefault(scope, []).append(path)
+        for org, repo, path in hits.select("tenant_id", "ns", "path").iter_rows():
+            out.setdefault(wanted[(org, repo)], []).append(path)
         return {s: tuple(sorted(p)) for s, p in out.items()}
 
     def total_rows(self, asset: str) -> int:
@@ -415,7 +418,11 @@ class TableStore:
             if snap is None or snap.files.is_empty():
                 return out
             if snap.plain:
-                counts = snap.files.group_by("tenant_id", "ns").agg(pl.col("rows").sum())
+                counts = (
+                    snap.files.join(_keys(wanted), on=["tenant_id", "ns"], how="semi")
+                    .group_by("tenant_id", "ns")
+                    .agg(pl.col("rows").sum())
+                )
                 by_pair = {(o, r): n for o, r, n in counts.iter_rows()}
                 return {s: int(by_pair.get((s.tenant_id, s.ns), 0)) for s in wanted}
         names = where.meta.root_names() if where is not None else ["tenant_id"]
@@ -591,6 +598,7 @@ class TableStore:
                         commit_properties=CommitProperties(custom_metadata=metadata),
                     )
                     version = snap.table.version()
+                    checkpoint_if_due(snap.table)
                     SNAPSHOTS.get(uri, self.storage_options)  # re-index at the new version
                     return version, True
             except CommitFailedError:
@@ -619,6 +627,7 @@ class TableStore:
                 schema=schema,
                 partition_by=list(PARTITION_BY) if partitioned else None,
                 mode="ignore",
+                configuration=TABLE_CONFIGURATION,
                 storage_options=self.storage_options or None,
             )
 
@@ -669,8 +678,9 @@ class TableStore:
     def read_all(self, uri: str) -> pl.DataFrame | None:
         """Every row of the table at `uri` (None when it does not exist)."""
         snap = self.snapshot(uri)
-        if snap is None:
-            return None
+        return None if snap is None else self._read_whole(uri, snap)
+
+    def _read_whole(self, uri: str, snap: Snapshot) -> pl.DataFrame:
         if snap.files.is_empty():
             with SNAPSHOTS.lock(uri, self.storage_options):
                 schema = pl.DataFrame(snap.table.to_pyarrow_table()).schema
@@ -696,12 +706,9 @@ class TableStore:
         holding these tenants' rows)."""
         if not values:
             return
-        stored = self.summaries(asset)
-        values = {
-            scope: v
-            for scope, v in ((_as_scope(k), v) for k, v in values.items())
-            if stored.get(scope.key) != dict(v)
-        }
+        given = {_as_scope(k): v for k, v in values.items()}
+        stored = self.summaries(asset, given)
+        values = {scope: v for scope, v in given.items() if stored.get(scope.key) != dict(v)}
         if not values:
             return  # every summary as stored: a re-run commits nothing
         rows = pl.DataFrame(
@@ -715,17 +722,37 @@ class TableStore:
         metadata = {TENANTS_KEY: json.dumps(sorted(s.key for s in values))}
         self._replace(self.summary_uri(asset), rows, list(values), metadata, partitioned=False)
 
-    def summaries(self, asset: str) -> dict[str, dict[str, int]]:
-        """Every tenant's recorded summary of `asset` (tenant key -> values)."""
-        df = self.read_all(self.summary_uri(asset))
+    def summaries(
+        self, asset: str, scopes: Iterable[Scope] | None = None
+    ) -> dict[str, dict[str, int]]:
+        """Every tenant's recorded summary of `asset` (tenant key -> values), or only those of
+        `scopes` (what a write of a few tenants compares: the others' are not decoded)."""
+        df = self._summary_frame(asset)
         if df is None or df.is_empty():
             return {}
+        if scopes is not None:
+            df = df.join(_keys(scopes), on=["tenant_id", "ns"], how="semi")
         return {
             f"{org}/{repo}": json.loads(text)
             for org, repo, text in df.select("tenant_id", "ns", "summary")
             .sort("tenant_id", "ns")
             .iter_rows()
         }
+
+    def _summary_frame(self, asset: str) -> pl.DataFrame | None:
+        """The summary table's rows, read once for the files its log names now (a run reads
+        it several times between its commits; its files are never edited in place)."""
+        uri = self.summary_uri(asset)
+        snap = self.snapshot(uri)
+        if snap is None:
+            return None
+        files = tuple(snap.files["path"].to_list())
+        kept = _SUMMARY_FRAMES.get(uri)
+        if kept is not None and kept[0] == files:
+            return kept[1]
+        df = self._read_whole(uri, snap)
+        _SUMMARY_FRAMES[uri] = (files, df)
+        return df
 
     def figures(self, asset: str, scopes: Iterable[Scope]) -> dict[Scope, dict[str, int]]:
         """Each tenant's figures of `asset` (`schemas.tables.FIGURES`) as its current files
@@ -752,6 +779,15 @@ class TableStore:
             if (wanted is None or asset in wanted) and self.exists(asset):
                 refresh_figures(self, asset)
         return done
+
+
+def _keys(scopes: Iterable[Scope]) -> pl.DataFrame:
+    """tenant_id, ns of each scope: what a join picks these tenants' rows or files with."""
+    return pl.DataFrame(
+        [(s.tenant_id, s.ns) for s in scopes],
+        schema={"tenant_id": pl.String, "ns": pl.String},
+        orient="row",
+    )
 
 
 def _read_parquet(

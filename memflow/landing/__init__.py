@@ -95,6 +95,7 @@ from memflow.landing.discover import (
     is_landing_file,
     is_landing_name,
     tenant_files,
+    tenant_listings,
     zone_listing,
 )
 from memflow.landing.files import (
@@ -176,5 +177,6 @@ __all__ = [
     "source_name",
     "split_duplicates",
     "tenant_files",
+    "tenant_listings",
     "zone_listing",
 ]

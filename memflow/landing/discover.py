@@ -2,7 +2,9 @@
 
 Listing takes one ``lstat`` per entry and opens directories only, never a file, so the sensor
 can list the zone on every tick (`zone_listing` is what it digests). `tenant_files`
-lists one tenant's directory, for a run that reads only its own tenants.
+lists one tenant's directory, for a run that reads only its own tenants, and
+`tenant_listings` the named tenants' directories only (what `memflow run --tenant` digests:
+its cost does not grow with the other tenants of the zone).
 """
 
 from __future__ import annotations
@@ -65,13 +67,14 @@ def is_landing_name(name: str) -> bool:
 
 
 def _tenant_entries(
-    repo_dir: str | int, rel_repo: str, scope: Scope
+    repo_dir: str | int, rel_repo: str, scope: Scope, *, sizes: bool = True
 ) -> tuple[list[_Entry], list[LandingProblem]]:
-    """(landing files, problems) of one tenant directory (a path or an fd)."""
+    """(landing files, problems) of one tenant directory (a path or an fd); without `sizes`
+    the files' sizes and times are 0 (the problems are the same: `_entries`)."""
     files: list[_Entry] = []
     problems: list[LandingProblem] = []
     hidden: list[str] = []
-    for entry in _entries(repo_dir, hidden):
+    for entry in _entries(repo_dir, hidden, sizes=sizes):
         rel = f"{rel_repo}/{entry.name}"
         if stat.S_ISLNK(entry.mode):
             problems.append(_problem(rel, "symlink", _SYMLINK, scope))
@@ -148,9 +151,34 @@ def zone_listing(
     return listings, problems
 
 
-def _walk(root: Path, problems: list[LandingProblem]) -> Iterator[tuple[Scope, list[_Entry]]]:
-    """Each tenant holding landing files, with its files (lstat'ed), in scope order; what is
-    met on the way goes to `problems`."""
+def zone_problems(landing_root: str | os.PathLike[str]) -> list[LandingProblem]:
+    """`discover`'s problems alone (the same walk; no path is built for the files found)."""
+    problems: list[LandingProblem] = []
+    for _ in _walk(Path(landing_root), problems, sizes=False):  # no lstat per file
+        pass
+    return problems
+
+
+def tenant_listings(
+    landing_root: str | os.PathLike[str], scopes: Iterable[Scope]
+) -> dict[Scope, tuple[Listed, ...]]:
+    """`zone_listing`'s entries of these tenants only (those holding landing files, in scope
+    order), listing their directories and nothing else: the same files, sizes and times as
+    the whole zone's walk gives them. Problems are not gathered (the survey reports them)."""
+    root = Path(landing_root)
+    out = {}
+    for scope in sorted(set(scopes), key=lambda s: (s.tenant_id, s.ns)):
+        files, _ = _list_tenant(root, scope, missing_is_a_problem=False)
+        if files:
+            out[scope] = tuple(Listed(f.name, f.size, f.mtime_ns) for f in files)
+    return out
+
+
+def _walk(
+    root: Path, problems: list[LandingProblem], *, sizes: bool = True
+) -> Iterator[tuple[Scope, list[_Entry]]]:
+    """Each tenant holding landing files, with its files (lstat'ed, unless not `sizes`), in
+    scope order; what is met on the way goes to `problems`."""
     if not root.is_dir():
         problems.append(_problem(".", "missing_root", f"{root} is not a directory"))
         return
@@ -181,7 +209,7 @@ def _walk(root: Path, problems: list[LandingProblem]) -> Iterator[tuple[Scope, l
                 continue
             try:
                 files, found_problems = _tenant_entries(
-                    os.path.join(org_dir, repo.name), rel_repo, scope
+                    os.path.join(org_dir, repo.name), rel_repo, scope, sizes=sizes
                 )
             except OSError as exc:
                 problems.append(_problem(rel_repo, "unreadable_directory", _os_detail(exc), scope))

@@ -11,8 +11,8 @@ import polars as pl
 
 from memflow.landing.discover import (
     Discovery,
-    discover,
     is_landing_name,
+    zone_problems,
 )
 from memflow.landing.files import (
     _DIR_FLAGS,
@@ -136,12 +136,12 @@ def landing_problems(
     *,
     count_lines: bool = True,
 ) -> pl.DataFrame:
-    """The landing zone's problems as a `LANDING_PROBLEMS` table: `discover`'s (run again
-    when `found` is not given), each with the lines it holds where they can be counted
-    (directories with invalid scope names, nested directories, misplaced files)."""
-    found = discover(landing_root) if found is None else found
+    """The landing zone's problems as a `LANDING_PROBLEMS` table: `discover`'s (its walk run
+    again, for the problems only, when `found` is not given), each with the lines it holds
+    where they can be counted (directories with invalid scope names, nested directories,
+    misplaced files)."""
+    problems = zone_problems(landing_root) if found is None else found.problems
     root = Path(landing_root)
-    problems = found.problems
     if count_lines:
         problems = [_with_lines(root, p) if p.lines is None else p for p in problems]
     return problems_frame(problems)

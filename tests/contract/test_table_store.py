@@ -13,6 +13,7 @@ local disk and an S3-compatible server (tests/support/s3_server.py).
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import site
@@ -24,7 +25,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from deltalake import DeltaTable
 
+from resources.table_log import CHECKPOINT_INTERVAL
 from resources.tables import SUMMARIES_DIR, TableStore
 from schemas.scope import Scope
 from schemas.tables import ENTITIES, LANDING_PROBLEMS, TABLES, Asset, conform
@@ -385,6 +388,60 @@ def test_summaries_commit_only_the_tenants_whose_summary_changed(store: TableSto
         A.key: {"facts": 2},
         B.key: {"facts": 4},
     }
+    # only the tenants asked for (a write of a few tenants decodes no other's)
+    assert store.summaries(Asset.VALIDATED_FACTS, [B, C]) == {B.key: {"facts": 4}}
+    assert store.summaries(Asset.VALIDATED_FACTS, []) == {}
+
+
+def test_summaries_are_read_once_per_version_and_never_stale(tmp_path: Path, monkeypatch) -> None:
+    writer, reader = TableStore(tmp_path / "data"), TableStore(tmp_path / "data")
+    writer.record_summaries(Asset.VALIDATED_FACTS, {A: {"facts": 1}, B: {"facts": 2}})
+    assert reader.summaries(Asset.VALIDATED_FACTS) == {A.key: {"facts": 1}, B.key: {"facts": 2}}
+    reads: list[str] = []
+    real = pl.read_parquet
+    monkeypatch.setattr(pl, "read_parquet", lambda p, **kw: reads.append(p) or real(p, **kw))
+    assert reader.summaries(Asset.VALIDATED_FACTS, [B]) == {B.key: {"facts": 2}}
+    assert reads == []  # the same files: not read again
+    writer.record_summaries(Asset.VALIDATED_FACTS, {B: {"facts": 5}})
+    assert reader.summaries(Asset.VALIDATED_FACTS) == {A.key: {"facts": 1}, B.key: {"facts": 5}}
+    assert reads  # a new version: read anew
+
+
+def _last_checkpoint(uri: str) -> int | None:
+    marker = Path(uri, "_delta_log", "_last_checkpoint")
+    return json.loads(marker.read_text())["version"] if marker.exists() else None
+
+
+def test_the_log_is_checkpointed_every_ten_commits_new_table_or_old(tmp_path: Path) -> None:
+    """A process opening a table replays the commits after its last checkpoint: at most
+    `CHECKPOINT_INTERVAL` of them, for the tables memflow creates (the property) and for a
+    table created before memflow set it (checkpoints written by the store, no commit added)."""
+    store = TableStore(tmp_path / "data")
+    old_uri = store.uri("old_entities")
+    Path(old_uri).mkdir(parents=True)
+    DeltaTable.create(  # as memflow created its tables before the interval was set
+        old_uri, schema=entities(A, 1).to_arrow().schema, partition_by=["tenant_id", "ns"]
+    )
+    for n in range(1, 2 * CHECKPOINT_INTERVAL + 3):
+        store.write_tenants(Asset.ENTITIES, {A: entities(A, n), B: entities(B, 1)})
+        store.write_tenants("old_entities", {A: entities(A, n)})
+    new = DeltaTable(store.uri(Asset.ENTITIES))
+    assert new.metadata().configuration == {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)}
+    old = DeltaTable(old_uri)
+    assert "delta.checkpointInterval" not in old.metadata().configuration
+    assert old.version() == 2 * CHECKPOINT_INTERVAL + 2  # one commit per write, no other
+    for table, uri in ((new, store.uri(Asset.ENTITIES)), (old, old_uri)):
+        last = _last_checkpoint(uri)
+        assert last is not None and 0 <= table.version() - last < CHECKPOINT_INTERVAL
+    fresh = TableStore(tmp_path / "data")  # reads through the checkpoints
+    assert same(fresh.read(Asset.ENTITIES, A), entities(A, 2 * CHECKPOINT_INTERVAL + 2))
+    assert same(fresh.read(Asset.ENTITIES, B), entities(B, 1))
+    expected = entities(A, 2 * CHECKPOINT_INTERVAL + 2)
+    stored = fresh.read("old_entities", A)
+    assert stored is not None and same(stored.select(expected.columns), expected)
+    store.record_summaries(Asset.VALIDATED_FACTS, {A: {"facts": 1}})
+    summaries = DeltaTable(store.summary_uri(Asset.VALIDATED_FACTS)).metadata().configuration
+    assert summaries == {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)}
 
 
 # -------------------------------------------------------------- erase and maintenance
