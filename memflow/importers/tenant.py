@@ -78,11 +78,12 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from urllib.parse import unquote, urlsplit
 
 from resources.settings import TENANT_MAP_SETTING, agent_env
-from schemas.redaction import redact
+from schemas.redaction import contains_secret, redact
 from schemas.scope import Scope, ScopeError
 
 DEFAULT_ORG = "local"
 UNKNOWN = "unknown"
+REDACTED_HEAD = "redacted"
 MAX_PART = 100
 SUFFIX_CHARS = 8
 PLAIN_HOSTS = frozenset({"github.com"})
@@ -113,7 +114,11 @@ def _suffix(identity: str) -> str:
 def _with_suffix(base: str, identity: str) -> str:
     room = MAX_PART - SUFFIX_CHARS - 1
     head = base[:room].rstrip(".-_") or UNKNOWN
-    return f"{head}-{_suffix(identity)}"
+    named = f"{head}-{_suffix(identity)}"
+    # A head that is no secret can become token-shaped with its suffix (`A-00000110SThAaEu
+    # IJJobs` + `-epdgjvf7`, found by Hypothesis); Scope refuses such a name, so it is named
+    # by its suffix alone. Still one tenant per identity, and never a plain name (`_plain`).
+    return f"{REDACTED_HEAD}-{_suffix(identity)}" if contains_secret(named) else named
 
 
 def _plain(part: str) -> bool:

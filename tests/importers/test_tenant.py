@@ -340,3 +340,13 @@ def test_legacy_names_are_what_earlier_versions_gave(tmp_path: Path) -> None:
     assert legacy_tenant(mapper, "/nonexistent", azure) == Scope("git", "api")
     assert legacy_tenant(mapper, str(tmp_path / "C++ tools"), None) == Scope("local", "C-tools")
     assert legacy_tenant(mapper, "e:\\Workspace\\app", None) is None  # it depended on the cwd
+
+
+def test_a_name_that_its_suffix_makes_token_shaped_is_named_by_the_suffix() -> None:
+    """Hypothesis found it: a folder name that is no secret, whose suffixed name is
+    token-shaped (a short prefix, `-`, 30 and more characters), so Scope refused it."""
+    name = "A-00000110SThAaEuIJJobs!"
+    repo = folder_repo(name)
+    assert repo.startswith("redacted-") and SUFFIX.search(repo)
+    assert Scope("local", repo).ns == repo
+    assert folder_repo(name + "x") != repo
