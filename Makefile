@@ -40,14 +40,16 @@ run: $(STAMP)
 	$(BIN)/memflow run --landing landing-sample --data $(SAMPLE_DATA) --recall
 
 ## Set up and run the whole test suite with every server it needs: TinkerPop's Gremlin Server
-## (started here), JanusGraph, a Milvus server and PostgreSQL for the Dagster daemon tests
-## (started by the tests that use them, shared
-## by the workers, stopped by the last one; stopped here too in case a worker died). A server
-## that cannot start fails its tests; none is skipped. Three workers on two cores: with two, the
-## cores sat idle ~half the time while tests waited on servers and subprocesses.
+## (started here), the Versity S3 Gateway (built here once from the Go module proxy, started by
+## the table store's tests), JanusGraph, a Milvus server and PostgreSQL for the Dagster daemon
+## tests (started by the tests that use them, shared by the workers, stopped by the last one;
+## stopped here too in case a worker died). A server that cannot start fails its tests; none is
+## skipped. Three workers on two cores: with two, the cores sat idle ~half the time while tests
+## waited on servers and subprocesses.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BYTECODE)
+	bash scripts/versitygw.sh
 	bash scripts/gremlin-server.sh start
 	status=0; $(BIN)/python -m pytest -q -n 3 --durations=25 $(PYTEST_ARGS) || status=$$?; \
 	bash scripts/gremlin-server.sh stop; bash scripts/gremlin-server.sh janusgraph stop; \
@@ -59,14 +61,15 @@ test: $(STAMP)
 test-quick: $(STAMP)
 	$(BIN)/ruff check .
 	$(BYTECODE)
+	bash scripts/versitygw.sh
 	bash scripts/gremlin-server.sh start
 	status=0; $(BIN)/python -m pytest -q -n 3 -m "not server" $(PYTEST_ARGS) \
 		|| status=$$?; bash scripts/gremlin-server.sh stop; \
 		$(BIN)/python -m tests.support.s3_server stop; exit $$status
 
 ## SeaweedFS's S3 server for the table store's object-storage tests (built once from the Go
-## module proxy; without it they run against moto's server). Then the table store's contract
-## suite against it.
+## module proxy, 20-60 minutes here; without it they run against the Versity S3 Gateway that
+## `make test` builds). Then the table store's contract suite against it.
 s3-seaweedfs:
 	bash scripts/seaweedfs.sh
 

@@ -1,14 +1,17 @@
 """An S3-compatible server for the table store's object-storage tests, started once and shared
 by the test processes (tests/support/services.py), stopped by the last one.
 
-The server is SeaweedFS (`weed server -s3`) where its binary is built
-(`make s3-seaweedfs`: scripts/seaweedfs.sh builds it from the Go module proxy into
-`.s3-test/bin/weed`; or `MEMFLOW_WEED`, or `weed` on PATH), else moto's (`moto[server]`, a dev
-dependency from PyPI, started in seconds). Both are HTTP servers speaking the S3 REST API with
-conditional writes (``If-None-Match``), which delta-rs's commits rely on for mutual exclusion
-on object storage; the contract suite passes on each. The port is `MEMFLOW_S3_PORT` (default
-18555; SeaweedFS also takes the next three for its master, volume and filer, and those
-+10000 for their gRPC).
+The server is the Versity S3 Gateway (`versitygw posix`, an S3 server over a directory, used in
+production as a gateway to POSIX storage): `make test` and `make test-quick` build it from the
+Go module proxy into `.s3-test/bin/versitygw` (scripts/versitygw.sh; or `MEMFLOW_VERSITYGW`, or
+`versitygw` on PATH). SeaweedFS (`weed server -s3`) is used instead where its binary is built
+(`make s3-seaweedfs`, 20-60 minutes here; or `MEMFLOW_WEED`, or `weed` on PATH). Both speak the
+S3 REST API with conditional writes (``If-None-Match``), which delta-rs's commits rely on for
+mutual exclusion on object storage; the contract suite passes on each. moto's server (an
+emulator from PyPI) only when asked for, `MEMFLOW_TEST_S3_SERVER=moto`: with no real server
+built the tests fail, they do not fall back. The port is `MEMFLOW_S3_PORT` (default 18555;
+SeaweedFS also takes the next three for its master, volume and filer, and those +10000 for
+their gRPC).
 
 `MEMFLOW_TEST_S3_URL` (with `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`) points the tests at
 a server someone else runs; it is never started or stopped here. A server that cannot be
@@ -74,9 +77,29 @@ def weed_binary() -> str | None:
     )
 
 
+def versitygw_binary() -> str | None:
+    """The Versity S3 Gateway: `MEMFLOW_VERSITYGW`, the one scripts/versitygw.sh built, or on
+    PATH."""
+    built = STATE / "bin" / "versitygw"
+    return (
+        os.environ.get("MEMFLOW_VERSITYGW")
+        or (str(built) if built.exists() else None)
+        or shutil.which("versitygw")
+    )
+
+
 def kind() -> str:
-    """Which server the tests run against: seaweedfs or moto."""
-    return "seaweedfs" if weed_binary() else "moto"
+    """Which server the tests run against: seaweedfs, versitygw, or moto when asked for."""
+    if os.environ.get("MEMFLOW_TEST_S3_SERVER") == "moto":
+        return "moto"
+    if weed_binary():
+        return "seaweedfs"
+    if versitygw_binary():
+        return "versitygw"
+    raise ServiceUnavailable(
+        "no S3 server is built: run `bash scripts/versitygw.sh` (make test does), or set "
+        "MEMFLOW_TEST_S3_SERVER=moto for moto's emulator"
+    )
 
 
 def _pid_file() -> Path:
@@ -94,8 +117,16 @@ def _answers() -> bool:
 
 
 def _command(data: Path) -> list[str]:
+    server = kind()
+    if server == "versitygw":  # the keys come from the environment (_start), not argv
+        bucket_root = data / "buckets"
+        bucket_root.mkdir()
+        return [
+            str(versitygw_binary()), "--port", f"127.0.0.1:{port()}", "--quiet",
+            "posix", str(bucket_root),
+        ]  # fmt: skip
     weed = weed_binary()
-    if weed:  # master, volume and filer on the ports after the S3 port (gRPC: +10000 each)
+    if server == "seaweedfs" and weed:  # master, volume, filer on the next ports (gRPC: +10000)
         config = data / "s3.json"
         config.write_text(
             json.dumps(
@@ -129,6 +160,9 @@ def _start() -> None:
         "AWS_ACCESS_KEY_ID": ACCESS_KEY,
         "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
         "MOTO_ALLOW_NONEXISTENT_REGION": "true",
+        "ROOT_ACCESS_KEY": ACCESS_KEY,  # versitygw's root user
+        "ROOT_SECRET_KEY": SECRET_KEY,
+        "VGW_REGION": REGION,
     }
     proc = subprocess.Popen(
         _command(data), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
