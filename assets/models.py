@@ -1,12 +1,19 @@
 """extraction_model and embedding_model: the models in use, observed as source assets whose data
 version is the model's identity, so a model change marks what it made stale (extracted_triples;
-entity_embeddings and fact_embeddings). Two assets of one factory (`model_source`)."""
+entity_embeddings and fact_embeddings). Two assets of one factory (`model_source`).
+
+Each run of `run_job` observes them; under the daemon they are also observed at the top of
+every hour (`OBSERVE_HOURLY`, evaluated by `pipelines.sensors.model_observations`), so a model
+changed in the settings file shows as stale in the UI within the hour though nothing landed.
+What follows a model change stays a choice: re-embedding or re-extracting 10,000 tenants is a
+backfill a data engineer launches, not something the automation starts."""
 
 from collections.abc import Callable
 from typing import Any
 
 from dagster import (
     AssetExecutionContext,
+    AutomationCondition,
     DataVersion,
     ObserveResult,
     SourceAsset,
@@ -15,6 +22,9 @@ from dagster import (
 
 from assets.retries import retry_transient_only
 from schemas.tables import Asset
+
+OBSERVE_CRON = "0 * * * *"
+OBSERVE_HOURLY = AutomationCondition.cron_tick_passed(OBSERVE_CRON, cron_timezone="UTC")
 
 
 def model_source(
@@ -28,6 +38,7 @@ def model_source(
         group_name="models",
         description=description,
         required_resource_keys={resource_key},
+        automation_condition=OBSERVE_HOURLY,
     )
     @retry_transient_only
     def observe(context: AssetExecutionContext) -> ObserveResult:
@@ -64,4 +75,4 @@ embedding_model = model_source(
     lambda config: config.model_name() or "none",
 )
 
-__all__ = ["embedding_model", "extraction_model", "model_source"]
+__all__ = ["OBSERVE_HOURLY", "embedding_model", "extraction_model", "model_source"]

@@ -15,7 +15,7 @@ from pipelines.catalog import with_catalog
 from pipelines.jobs import ingest_job, run_job, survey_job, tenant_job
 from pipelines.maintenance import daily_table_maintenance, table_maintenance
 from pipelines.resources import env_resources
-from pipelines.sensors import landing_sensor, split_failed_batches
+from pipelines.sensors import landing_sensor, model_observations, split_failed_batches
 from schemas.redaction.logs import install_log_redaction
 
 # Every log line of the processes that load this code location (daemon, webserver, runs)
@@ -39,7 +39,7 @@ defs = Definitions(
     assets=with_catalog(ALL_ASSETS),
     jobs=[ingest_job, tenant_job, survey_job, run_job, table_maintenance],
     schedules=[daily_table_maintenance],
-    sensors=[landing_sensor, split_failed_batches],
+    sensors=[landing_sensor, split_failed_batches, model_observations],
     resources=env_resources(),
     # One process per run: a step process per asset costs seconds of imports each, which
     # dominates the latency from a landed turn to a recallable fact.

@@ -6,7 +6,8 @@ with 1,000 changed tenants launches a handful of runs, not 1,000. A tick lists t
 directories (one ``lstat`` per entry) and opens no landing file; its cursor holds a digest per
 tenant directory (`ZoneCursor`), so it is as large as the zone is now, not its history.
 `split_failed_batches` reruns the two halves of a failed range, down to single tenants, so one
-tenant's bad day never holds back the others.
+tenant's bad day never holds back the others. `model_observations` observes the two model
+sources when their automation condition says so (hourly, `assets.models`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import polars as pl
 from dagster import (
+    AssetSelection,
+    AutomationConditionSensorDefinition,
     DagsterInstance,
     DagsterRun,
     DagsterRunNotFoundError,
@@ -162,6 +165,18 @@ def _run_key(first: str, last: str, changed: dict[str, str], ordered: list[str])
     keys = ordered[ordered.index(first) : ordered.index(last) + 1]
     digest = hashlib.sha256("".join(changed.get(k, "") for k in keys).encode()).hexdigest()
     return f"{first}..{last}|{digest[:16]}"
+
+
+# Only the model sources carry an automation condition: the per-tenant assets run when their
+# landing files change (landing_sensor) or when a data engineer launches a backfill.
+model_observations = AutomationConditionSensorDefinition(
+    "model_observations",
+    target=AssetSelection.assets(Asset.EXTRACTION_MODEL, Asset.EMBEDDING_MODEL),
+    default_status=DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=60,
+    description="Observes extraction_model and embedding_model at the top of every hour, so a "
+    "model changed in the settings file marks what it made stale before anything lands.",
+)
 
 
 @sensor(
