@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+QUICK_MARKERS ?= not server
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
@@ -58,12 +59,14 @@ test: $(STAMP)
 
 ## The same without the tests that need JanusGraph or the Milvus server (marker `server`; the
 ## TinkerGraph and embedded vector backends still run): for development. CI runs `make test`.
+## `make test-quick QUICK_MARKERS="not server and not slow"` leaves out the tests that spawn
+## processes or servers too.
 test-quick: $(STAMP)
 	$(BIN)/ruff check .
 	$(BYTECODE)
 	bash scripts/versitygw.sh
 	bash scripts/gremlin-server.sh start
-	status=0; $(BIN)/python -m pytest -q -n 3 -m "not server" $(PYTEST_ARGS) \
+	status=0; $(BIN)/python -m pytest -q -n 3 -m "$(QUICK_MARKERS)" $(PYTEST_ARGS) \
 		|| status=$$?; bash scripts/gremlin-server.sh stop; \
 		$(BIN)/python -m tests.support.s3_server stop; exit $$status
 
