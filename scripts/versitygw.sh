@@ -14,7 +14,9 @@ if [ -x "$OUT" ]; then
 fi
 command -v go >/dev/null || { echo "versitygw.sh: go is not installed (the S3 tests need it)" >&2; exit 1; }
 mkdir -p "$(dirname "$OUT")"
-BUILD=$(mktemp -d)
+# Built beside $OUT and renamed into place: an interrupted build leaves no binary that the
+# check above would take for a built one.
+BUILD=$(mktemp -d "$(dirname "$OUT")/.build.XXXXXX")
 trap 'rm -rf "$BUILD"' EXIT
 echo "versitygw.sh: building versitygw $VERSION (once; a few minutes)" >&2
 GOBIN="$BUILD" GOFLAGS="-buildvcs=false" go install "github.com/versity/versitygw/cmd/versitygw@$VERSION"

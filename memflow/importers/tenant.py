@@ -121,6 +121,14 @@ def _with_suffix(base: str, identity: str) -> str:
     return f"{REDACTED_HEAD}-{_suffix(identity)}" if contains_secret(named) else named
 
 
+def _org(text: str | None) -> str:
+    """The org part made from any text: `sanitize_part`'s, unless that came out token-shaped
+    (punctuation made `-` can join a name's pieces into one, `A!0000...!epdgjvf7`), which
+    Scope would refuse: then `redacted`. The repo part's suffix still tells tenants apart."""
+    org = sanitize_part(text)
+    return REDACTED_HEAD if contains_secret(org) else org
+
+
 def _plain(part: str) -> bool:
     """Already a valid name that names nothing else: kept as it is."""
     return sanitize_part(part) == part and not _SUFFIXED.search(part)
@@ -219,7 +227,7 @@ def remote_tenant(url: str | None) -> Scope | None:
             pass
     # A local or file remote's first parts are directories: its owner is the one before last.
     head, rest = (parts[-2], parts[-1:]) if identity.host == "file" else (parts[0], parts[1:])
-    return Scope(sanitize_part(head), _with_suffix(sanitize_part(".".join(rest)), identity.key))
+    return Scope(_org(head), _with_suffix(sanitize_part(".".join(rest)), identity.key))
 
 
 def remote_parts(url: str | None) -> tuple[str, str] | None:
@@ -249,7 +257,7 @@ def folder_repo(name: str | None) -> str:
 
 
 def folder_tenant(org: str, name: str | None) -> Scope:
-    return Scope(sanitize_part(org), folder_repo(name))
+    return Scope(_org(org), folder_repo(name))
 
 
 # ---------------------------------------------------------------------------------- the mapper

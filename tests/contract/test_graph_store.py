@@ -901,7 +901,10 @@ def test_reads_while_another_process_writes(
         assert all(e.name == e.entity_id.upper() for e in graph_store.entities(scope))
         for x in graph_store.expand(scope, ["r0e1"], hops=2, as_of=NOW):
             assert x.fact.fact_id in {"r0f0", "r0f1", "r0f2"}
-    out, err = writer.communicate(timeout=120)
+    writer.wait(timeout=120)
+    # Read through the same text streams: `readline` above may already hold "done" in its
+    # buffer (a fast writer), which `communicate(timeout=...)` would skip (it reads the fd).
+    out, err = writer.stdout.read(), writer.stderr.read() if writer.stderr else ""
     assert writer.returncode == 0, err
     assert out.strip() == "done"
     assert seen == sorted(seen), "counts went backwards"

@@ -350,3 +350,27 @@ def test_a_name_that_its_suffix_makes_token_shaped_is_named_by_the_suffix() -> N
     assert repo.startswith("redacted-") and SUFFIX.search(repo)
     assert Scope("local", repo).ns == repo
     assert folder_repo(name + "x") != repo
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://gitlab.com/A!00000110SThAaEuIJJobs!epdgjvf7/repo",
+        "git@github.com:A!00000110SThAaEuIJJobs!epdgjvf7/x.git",
+        "https://gitlab.com/A%2100000110SThAaEuIJJobs%21epdgjvf7/repo",
+    ],
+)
+def test_an_org_that_punctuation_makes_token_shaped_is_named_redacted(url: str) -> None:
+    """A hostile review found it: the org half was never checked, so such a remote stopped
+    a whole import run with a ScopeError."""
+    scope = remote_tenant(url)
+    assert scope is not None and scope.tenant_id == "redacted"
+    assert SUFFIX.search(scope.ns)
+    assert remote_tenant(url.replace("repo", "other").replace("x.git", "y.git")) != scope
+
+
+@settings(max_examples=300, deadline=None)
+@given(org=PART, repo=PART)
+def test_every_remote_of_generated_parts_is_a_valid_tenant(org: str, repo: str) -> None:
+    for url in (f"https://gitlab.com/{org}/{repo}", f"git@github.com:{org}/{repo}.git"):
+        remote_tenant(url)  # a Scope or None, never a ScopeError

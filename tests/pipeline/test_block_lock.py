@@ -76,7 +76,9 @@ def test_the_instance_file_holds_the_block_limit_and_old_ones_are_brought_up_to_
 
 
 @pytest.mark.slow
-def test_a_cli_run_waits_for_a_run_of_its_block_held_elsewhere(tmp_path: Path) -> None:
+def test_a_cli_run_waits_for_a_run_of_its_block_held_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Another run holds block 0 (here: this test, as a sensor or UI run would): `memflow run`
     in another process starts, waits, and writes its first materialization only after the
     lock is released."""
@@ -87,7 +89,11 @@ def test_a_cli_run_waits_for_a_run_of_its_block_held_elsewhere(tmp_path: Path) -
     env.update(MEMFLOW_HOME=str(tmp_path / "home"), MEMFLOW_EMBEDDER="none", CI="true")
     from pipelines.runner import instance_for
 
-    instance_for(str(data)).dispose()  # two processes must not create one instance at once
+    # Two processes must not create one instance at once: this test's instance is made first,
+    # in the run's own home (an earlier test of this worker may have left DAGSTER_HOME set,
+    # and instance_for prefers it; the poll below then raced the run creating its storages).
+    monkeypatch.setenv("DAGSTER_HOME", str(data / "dagster"))
+    instance_for(str(data)).dispose()
     held = BlockLocks(data, [0]).acquire()
     run = subprocess.Popen(
         [sys.executable, "-m", "pipelines.cli", "run", "--landing", str(landing), "--data",
@@ -100,7 +106,6 @@ def test_a_cli_run_waits_for_a_run_of_its_block_held_elsewhere(tmp_path: Path) -
         started = False
         while time.monotonic() < deadline and run.poll() is None and not started:
             if (home / "dagster.yaml").exists():
-                os.environ["DAGSTER_HOME"] = str(home)
                 with DagsterInstance.get() as instance:
                     started = any(r.status.value == "STARTED" for r in instance.get_runs())
             time.sleep(1.0)
@@ -125,4 +130,3 @@ def test_a_cli_run_waits_for_a_run_of_its_block_held_elsewhere(tmp_path: Path) -
         if run.poll() is None:
             run.kill()
             run.wait()
-        os.environ.pop("DAGSTER_HOME", None)

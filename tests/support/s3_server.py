@@ -106,14 +106,26 @@ def _pid_file() -> Path:
     return STATE / f"server-{port()}.pid"
 
 
+# What each real server names itself in its `Server` header: a server left on the port by
+# another run (moto's, say) is not taken for the one asked for.
+_SERVER_HEADER = {"versitygw": "versitygw", "seaweedfs": "seaweedfs"}
+
+
 def _answers() -> bool:
     try:
         with urllib.request.urlopen(endpoint() + "/", timeout=2) as resp:
-            return resp.status < 500
+            status, server = resp.status, resp.headers.get("Server", "")
     except urllib.error.HTTPError as exc:  # 403 without credentials: it answers S3
-        return exc.code < 500
+        status, server = exc.code, exc.headers.get("Server", "")
     except (urllib.error.URLError, OSError):
         return False
+    if status >= 500:
+        return False
+    try:
+        expected = _SERVER_HEADER.get(kind())
+    except ServiceUnavailable:
+        return False
+    return expected is None or expected in server.lower()
 
 
 def _command(data: Path) -> list[str]:
@@ -160,8 +172,11 @@ def _start() -> None:
         "AWS_ACCESS_KEY_ID": ACCESS_KEY,
         "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
         "MOTO_ALLOW_NONEXISTENT_REGION": "true",
-        "ROOT_ACCESS_KEY": ACCESS_KEY,  # versitygw's root user
+        # versitygw's root user, under each name it reads (it prefers the *_ID ones)
+        "ROOT_ACCESS_KEY": ACCESS_KEY,
+        "ROOT_ACCESS_KEY_ID": ACCESS_KEY,
         "ROOT_SECRET_KEY": SECRET_KEY,
+        "ROOT_SECRET_ACCESS_KEY": SECRET_KEY,
         "VGW_REGION": REGION,
     }
     proc = subprocess.Popen(
