@@ -114,11 +114,12 @@ def _suffix(identity: str) -> str:
 def _with_suffix(base: str, identity: str) -> str:
     room = MAX_PART - SUFFIX_CHARS - 1
     head = base[:room].rstrip(".-_") or UNKNOWN
-    named = f"{head}-{_suffix(identity)}"
+    suffix = _suffix(identity)
+    named = f"{head}-{suffix}"
     # A head that is no secret can become token-shaped with its suffix (`A-00000110SThAaEu
     # IJJobs` + `-epdgjvf7`, found by Hypothesis); Scope refuses such a name, so it is named
     # by its suffix alone. Still one tenant per identity, and never a plain name (`_plain`).
-    return f"{REDACTED_HEAD}-{_suffix(identity)}" if contains_secret(named) else named
+    return f"{REDACTED_HEAD}-{suffix}" if contains_secret(named) else named
 
 
 def _org(text: str | None) -> str:

@@ -67,25 +67,21 @@ def storage_options() -> dict[str, str]:
     }
 
 
+def _binary(name: str, setting: str) -> str | None:
+    """A server's binary: the path in `setting`, the one scripts/ built into .s3-test/bin, or
+    `name` on PATH."""
+    built = STATE / "bin" / name
+    return os.environ.get(setting) or (str(built) if built.exists() else None) or shutil.which(name)
+
+
 def weed_binary() -> str | None:
-    """SeaweedFS's server: `MEMFLOW_WEED`, the one scripts/seaweedfs.sh built, or on PATH."""
-    built = STATE / "bin" / "weed"
-    return (
-        os.environ.get("MEMFLOW_WEED")
-        or (str(built) if built.exists() else None)
-        or (shutil.which("weed"))
-    )
+    """SeaweedFS's server (scripts/seaweedfs.sh builds it)."""
+    return _binary("weed", "MEMFLOW_WEED")
 
 
 def versitygw_binary() -> str | None:
-    """The Versity S3 Gateway: `MEMFLOW_VERSITYGW`, the one scripts/versitygw.sh built, or on
-    PATH."""
-    built = STATE / "bin" / "versitygw"
-    return (
-        os.environ.get("MEMFLOW_VERSITYGW")
-        or (str(built) if built.exists() else None)
-        or shutil.which("versitygw")
-    )
+    """The Versity S3 Gateway (scripts/versitygw.sh builds it)."""
+    return _binary("versitygw", "MEMFLOW_VERSITYGW")
 
 
 def kind() -> str:
@@ -137,8 +133,7 @@ def _command(data: Path) -> list[str]:
             str(versitygw_binary()), "--port", f"127.0.0.1:{port()}", "--quiet",
             "posix", str(bucket_root),
         ]  # fmt: skip
-    weed = weed_binary()
-    if server == "seaweedfs" and weed:  # master, volume, filer on the next ports (gRPC: +10000)
+    if server == "seaweedfs":  # master, volume and filer on the next ports (gRPC: +10000)
         config = data / "s3.json"
         config.write_text(
             json.dumps(
@@ -155,7 +150,7 @@ def _command(data: Path) -> list[str]:
         )
         p = port()
         return [
-            weed, "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={data}",
+            str(weed_binary()), "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={data}",
             f"-master.port={p + 1}", f"-volume.port={p + 2}", f"-filer.port={p + 3}",
             "-filer", "-s3", f"-s3.port={p}", f"-s3.config={config}",
             "-volume.max=0", "-master.volumeSizeLimitMB=64",
