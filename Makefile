@@ -6,6 +6,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 QUICK_MARKERS ?= not server
+# The S3 test server is built unless the tests are pointed at another one (an external
+# MEMFLOW_TEST_S3_URL, or moto's emulator with MEMFLOW_TEST_S3_SERVER=moto).
+S3_SERVER_BUILD := if [ -z "$$MEMFLOW_TEST_S3_URL" ] && [ "$$MEMFLOW_TEST_S3_SERVER" != moto ]; \
+	then bash scripts/versitygw.sh; fi
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
@@ -50,7 +54,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BYTECODE)
-	bash scripts/versitygw.sh
+	$(S3_SERVER_BUILD)
 	bash scripts/gremlin-server.sh start
 	status=0; $(BIN)/python -m pytest -q -n 3 --durations=25 $(PYTEST_ARGS) || status=$$?; \
 	bash scripts/gremlin-server.sh stop; bash scripts/gremlin-server.sh janusgraph stop; \
@@ -64,7 +68,7 @@ test: $(STAMP)
 test-quick: $(STAMP)
 	$(BIN)/ruff check .
 	$(BYTECODE)
-	bash scripts/versitygw.sh
+	$(S3_SERVER_BUILD)
 	bash scripts/gremlin-server.sh start
 	status=0; $(BIN)/python -m pytest -q -n 3 -m "$(QUICK_MARKERS)" $(PYTEST_ARGS) \
 		|| status=$$?; bash scripts/gremlin-server.sh stop; \
