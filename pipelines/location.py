@@ -17,8 +17,11 @@ is pinned to 1.13.x.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+import signal
+import threading
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from dagster import DagsterInstance, DagsterRun
@@ -92,4 +95,23 @@ def execute(
     """Run the code location's job `job_name` in this process, recorded as a run of the
     location (re-executable from the UI); never raises for a failed step."""
     recon, run = create(job_name, instance, run_config=run_config, tags=tags, run_id=run_id)
-    return execute_run(recon, run, instance, raise_on_error=False)
+    with sigterm_kept():
+        return execute_run(recon, run, instance, raise_on_error=False)
+
+
+@contextlib.contextmanager
+def sigterm_kept() -> Iterator[None]:
+    """SIGTERM's handler as it was before the block. Dagster's in-process execution hands
+    SIGTERM to SIGINT's handler and leaves it there; in a process started in the background
+    SIGINT is ignored, so SIGTERM would stay ignored after the run: `kill` would no longer stop
+    `memflow run`, and every program it started afterwards (an extraction command) would
+    inherit the ignored signal."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread's handlers can change
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if before is not None:  # None: a handler not set from Python, nothing to put back
+            signal.signal(signal.SIGTERM, before)

@@ -6,8 +6,11 @@ subprocesses that start with a cleaned environment): no test reads or writes the
 `~/.local/state/memflow` (recorded paths, registered processes)."""
 
 import os
+import signal
 import tempfile
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("memflow", deadline=None)
@@ -16,3 +19,20 @@ settings.load_profile("memflow")
 _STATE = tempfile.mkdtemp(prefix="memflow-test-state-")
 os.environ["MEMFLOW_HOME"] = os.path.join(_STATE, "memflow")
 os.environ["XDG_STATE_HOME"] = _STATE
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_HANDLERS = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_as_the_session_began() -> Iterator[None]:
+    """Each test starts with the session's SIGINT and SIGTERM handlers. Dagster's in-process
+    execution (`materialize`, which some tests call directly) maps SIGTERM to SIGINT's handler
+    and leaves it; in an xdist worker SIGINT may be ignored, so SIGTERM stayed ignored for the
+    worker's later tests and the programs they start (memflow's own runs put it back:
+    `pipelines.location.sigterm_kept`)."""
+    yield
+    for sig, handler in _HANDLERS.items():
+        if handler is not None and signal.getsignal(sig) != handler:
+            signal.signal(sig, handler)

@@ -3,6 +3,7 @@ touches only those tenants, and one failing tenant never stops the others."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import polars as pl
@@ -48,6 +49,22 @@ def test_run_all_for_a_subset_of_tenants_then_all_in_one_run(env) -> None:
     # The code location's own jobs, so the UI can re-execute them.
     assert {r.job_name for r in runs} == {"run_job"}
     assert all(r.status == DagsterRunStatus.SUCCESS for r in runs)
+
+
+def test_a_run_in_a_process_that_ignores_sigint_leaves_sigterm_as_it_was(env) -> None:
+    """A process started in the background ignores SIGINT; Dagster's in-process execution
+    maps SIGTERM to SIGINT's handler and leaves it there, which made SIGTERM ignored after a
+    run (and in every program started after it). The run puts SIGTERM back."""
+    landing, data = env
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        outcome = run_all(str(landing), str(data), tenants=["globex/ml"])
+        assert outcome.runs == 1 and not outcome.failures
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGINT, before)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def test_one_failing_tenant_is_isolated_and_reported_and_the_rest_lands(
