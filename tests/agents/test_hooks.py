@@ -213,6 +213,31 @@ def test_the_hook_shows_the_answers_first_facts_and_counts_the_rest(
     assert f"{len(answer['facts']) - 2} more were recalled" in text
 
 
+def test_at_its_defaults_the_hook_shows_the_answers_first_fifteen_and_counts_the_rest(
+    memory: Memory, tmp_path: Path, liar: str
+) -> None:
+    """Issue 20 item 3 at the hook's defaults (15 facts, 4,000 characters): facts of an
+    ordinary length all fit, they are the answer's first 15 in its order, and the note counts
+    the other 25 (40 asked for, so "at least")."""
+    facts = [
+        {
+            "subject": f"billing-service-{i:02d}",
+            "predicate": "DEPENDS_ON",
+            "object": f"postgres-cluster-{i:02d} primary in eu-west-1, replicas in eu-central-1",
+        }
+        for i in range(40)
+    ]
+    Liar.answer = {"scope": "acme/payments", "mode": "hybrid", "facts": facts}
+    env = memory.env(MEMFLOW_TENANT="acme/payments", MEMFLOW_API_URL=liar)
+    done, _ = hook("session-start", start_payload(tmp_path), env)
+    text = context_of(done)
+    shown = [line.split(" (")[0] for line in text.splitlines() if line.startswith("- ")]
+    first = [f"- {f['subject']} {f['predicate']} {f['object']}" for f in facts]
+    assert shown == first[:15]
+    assert "these are the first 15 facts recalled; at least 25 more were recalled" in text
+    assert len(text) <= 4000
+
+
 def test_a_server_answering_for_another_scope_is_not_believed(
     memory: Memory, tmp_path: Path, liar: str
 ) -> None:
