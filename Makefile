@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
-QUICK_MARKERS ?= not server
+QUICK_MARKERS ?= not server and not gremlin and not s3
 # The S3 test server is built unless the tests are pointed at another one (an external
 # MEMFLOW_TEST_S3_URL, or moto's emulator with MEMFLOW_TEST_S3_SERVER=moto).
 S3_SERVER_BUILD := if [ -z "$$MEMFLOW_TEST_S3_URL" ] && [ "$$MEMFLOW_TEST_S3_SERVER" != moto ]; \
@@ -61,18 +61,15 @@ test: $(STAMP)
 	$(BIN)/python -m tests.support.milvus_server stop; bash scripts/postgres.sh stop; \
 	$(BIN)/python -m tests.support.s3_server stop; exit $$status
 
-## The same without the tests that need JanusGraph or the Milvus server (marker `server`; the
-## TinkerGraph and embedded vector backends still run): for development. CI runs `make test`.
-## `make test-quick QUICK_MARKERS="not server and not slow"` leaves out the tests that spawn
-## processes or servers too.
+## The tests that need no server, for development: markers `server` (JanusGraph, the Milvus
+## server, PostgreSQL), `gremlin` (TinkerPop's Gremlin Server) and `s3` (the S3 test server)
+## left out, so nothing is built or started; the embedded stores, the SQLite graph and local
+## Delta tables are all tested. CI runs `make test`, which runs everything.
+## `make test-quick QUICK_MARKERS="... and not slow"` leaves out the tests that spawn processes too.
 test-quick: $(STAMP)
 	$(BIN)/ruff check .
 	$(BYTECODE)
-	$(S3_SERVER_BUILD)
-	bash scripts/gremlin-server.sh start
-	status=0; $(BIN)/python -m pytest -q -n 3 -m "$(QUICK_MARKERS)" $(PYTEST_ARGS) \
-		|| status=$$?; bash scripts/gremlin-server.sh stop; \
-		$(BIN)/python -m tests.support.s3_server stop; exit $$status
+	$(BIN)/python -m pytest -q -n 3 -m "$(QUICK_MARKERS)" $(PYTEST_ARGS)
 
 ## SeaweedFS's S3 server for the table store's object-storage tests (built once from the Go
 ## module proxy, 20-60 minutes here; without it they run against the Versity S3 Gateway that

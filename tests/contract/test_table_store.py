@@ -52,7 +52,9 @@ def s3_bucket() -> Iterator[str]:
         s3_server.release()
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(
+    params=[pytest.param(b, marks=[pytest.mark.s3] if b == "s3" else []) for b in BACKENDS]
+)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, object]:
     """How to open this backend's store: a fresh root per test."""
     if request.param == "local":
