@@ -22,7 +22,13 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from dagster import Backoff, Failure, RetryPolicy, RetryRequested
+from dagster import (
+    Backoff,
+    DagsterExecutionInterruptedError,
+    Failure,
+    RetryPolicy,
+    RetryRequested,
+)
 from deltalake.exceptions import CommitFailedError
 
 # 2, 4 and 8 s: a table commit race or a store restart, not an outage (the instance's run
@@ -84,6 +90,9 @@ def _judged() -> Iterator[None]:
         yield
     except (Failure, RetryRequested):
         raise
+    except (DagsterExecutionInterruptedError, KeyboardInterrupt) as exc:
+        # Ctrl-C or kill, not a flaky medium: Dagster would retry the step by the job's policy.
+        raise Failure(description="interrupted by a signal", allow_retries=False) from exc
     except Exception as exc:
         if is_transient(exc):
             raise

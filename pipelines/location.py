@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -101,17 +102,38 @@ def execute(
 
 @contextlib.contextmanager
 def sigterm_kept() -> Iterator[None]:
-    """SIGTERM's handler as it was before the block. Dagster's in-process execution hands
-    SIGTERM to SIGINT's handler and leaves it there; in a process started in the background
-    SIGINT is ignored, so SIGTERM would stay ignored after the run: `kill` would no longer stop
-    `memflow run`, and every program it started afterwards (an extraction command) would
-    inherit the ignored signal."""
+    """SIGTERM's handler as it was before the block, and a SIGTERM or SIGINT that arrived
+    during it delivered again after it.
+
+    Dagster's in-process execution hands SIGTERM to SIGINT's handler and leaves it there; in a
+    process started in the background SIGINT is ignored, so SIGTERM would stay ignored after
+    the run: `kill` would no longer stop `memflow run`, and every program it started afterwards
+    (an extraction command) would inherit the ignored signal. And Dagster's handlers keep a
+    signal that arrives during the run to themselves: the run fails (an interrupted step is
+    not retried: `assets.retries`), but `memflow run` would go on to its next run. The wakeup
+    fd records every signal a Python handler caught, so it is raised again once the handlers
+    are back: the default SIGTERM ends the process, Ctrl-C raises KeyboardInterrupt, an
+    ignored signal stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread's handlers can change
         return
     before = signal.getsignal(signal.SIGTERM)
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
     try:
         yield
     finally:
+        signal.set_wakeup_fd(previous_fd)
         if before is not None:  # None: a handler not set from Python, nothing to put back
             signal.signal(signal.SIGTERM, before)
+        try:
+            caught = reader.recv(4096)
+        except BlockingIOError:
+            caught = b""
+        reader.close()
+        writer.close()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            if sig in caught:
+                signal.raise_signal(sig)

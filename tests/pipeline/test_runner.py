@@ -4,6 +4,8 @@ touches only those tenants, and one failing tenant never stops the others."""
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -65,6 +67,59 @@ def test_a_run_in_a_process_that_ignores_sigint_leaves_sigterm_as_it_was(env) ->
     finally:
         signal.signal(signal.SIGINT, before)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+# A `memflow run` of two runs (one tenant each) that signals itself during the first run's
+# first table write, as `kill` or Ctrl-C would during a step.
+_SIGNALLED_RUN = """
+import os, signal, sys
+# a shell's background job ignores SIGINT; a foreground one has Python's own handler
+signal.signal(
+    signal.SIGINT,
+    signal.SIG_IGN if sys.argv[1] == "background" else signal.default_int_handler,
+)
+from resources.tables import TableStore
+from pipelines.runner import run_all
+write = TableStore.write_tenants
+def signalled(self, *args, **kwargs):
+    TableStore.write_tenants = write
+    os.kill(os.getpid(), signal.SIGTERM if sys.argv[1] == "background" else signal.SIGINT)
+    return write(self, *args, **kwargs)
+TableStore.write_tenants = signalled
+run_all(sys.argv[2], sys.argv[3], max_tenants_per_run=1)
+print("carried on")
+"""
+
+
+@pytest.mark.parametrize(
+    ("started", "signum"), [("background", signal.SIGTERM), ("foreground", signal.SIGINT)]
+)
+def test_kill_or_ctrl_c_during_a_step_stops_the_run_without_retrying_the_step(
+    env, started: str, signum: signal.Signals
+) -> None:
+    """Dagster's handlers keep a signal to themselves and its retry policy reran the
+    interrupted step, so `memflow run` carried on through every tenant: now the step fails
+    without a retry and the signal is delivered again once the run is over."""
+    landing, data = env
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGNALLED_RUN, started, str(landing), str(data)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == -signum, done.stdout + done.stderr[-3000:]
+    assert "carried on" not in done.stdout
+    instance = DagsterInstance.get()
+    runs = instance.get_runs()
+    assert len(runs) == 1 and runs[0].status == DagsterRunStatus.FAILURE
+    kinds = [
+        record.dagster_event.event_type_value
+        for record in instance.all_logs(runs[0].run_id)
+        if record.dagster_event is not None
+    ]
+    assert "STEP_FAILURE" in kinds
+    assert "STEP_UP_FOR_RETRY" not in kinds and "STEP_RESTARTED" not in kinds
 
 
 def test_one_failing_tenant_is_isolated_and_reported_and_the_rest_lands(
