@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the Versity S3 Gateway (`versitygw`, Apache-2.0: an S3 server over a POSIX directory,
 # with conditional writes) from the Go module proxy into .s3-test/bin/versitygw, where
-# tests/support/s3_server.py finds it. Built once; `make test` and `make test-quick` call this.
+# tests/support/s3_server.py finds it. Built once; `make test` calls this (`make test-quick`
+# runs no S3 test).
 # On the project's 2-core machine the first build takes 3-7 minutes (6 min 20 s measured under
 # load 8, module downloads included); later calls return at once.
 set -euo pipefail

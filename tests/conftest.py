@@ -31,8 +31,13 @@ def _signal_handlers_as_the_session_began() -> Iterator[None]:
     execution (`materialize`, which some tests call directly) maps SIGTERM to SIGINT's handler
     and leaves it; in an xdist worker SIGINT may be ignored, so SIGTERM stayed ignored for the
     worker's later tests and the programs they start (memflow's own runs put it back:
-    `pipelines.location.sigterm_kept`)."""
+    `pipelines.location.sigterm_kept`). Before the test too: a module fixture may have run one."""
+    _restore_handlers()
     yield
+    _restore_handlers()
+
+
+def _restore_handlers() -> None:
     for sig, handler in _HANDLERS.items():
         if handler is not None and signal.getsignal(sig) != handler:
             signal.signal(sig, handler)

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import pytest
 
 from recall.hooks import is_codex_transcript
+from resources.settings import hook_env
 from tests.agents.conftest import PRIVATE, PYTHON, ROOT, Memory
 
 SAMPLES = ROOT / "tests" / "fixtures" / "transcripts"
@@ -235,7 +236,8 @@ def test_at_its_defaults_the_hook_shows_the_answers_first_fifteen_and_counts_the
     first = [f"- {f['subject']} {f['predicate']} {f['object']}" for f in facts]
     assert shown == first[:15]
     assert "these are the first 15 facts recalled; at least 25 more were recalled" in text
-    assert len(text) <= 4000
+    defaults = hook_env({})  # what the environment above left at its default
+    assert (defaults.max_facts, defaults.max_chars) == (15, 4000) and len(text) <= 4000
 
 
 def test_a_server_answering_for_another_scope_is_not_believed(

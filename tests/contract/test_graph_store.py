@@ -974,7 +974,6 @@ def test_gremlin_options_in_the_url(gremlin_server_url: str) -> None:
         open_graph_store("gremlin", gremlin_url=f"{gremlin_server_url}?user=x")
 
 
-@pytest.mark.gremlin
 def test_unreachable_gremlin_server_is_a_store_error_naming_the_url() -> None:
     from resources.graph.gremlin import GremlinGraphStore
 

@@ -2,7 +2,7 @@
 by the test processes (tests/support/services.py), stopped by the last one.
 
 The server is the Versity S3 Gateway (`versitygw posix`, an S3 server over a directory, used in
-production as a gateway to POSIX storage): `make test` and `make test-quick` build it from the
+production as a gateway to POSIX storage): `make test` builds it from the
 Go module proxy into `.s3-test/bin/versitygw` (scripts/versitygw.sh; or `MEMFLOW_VERSITYGW`, or
 `versitygw` on PATH). SeaweedFS (`weed server -s3`) is used instead where its binary is built
 (`make s3-seaweedfs`, 20-60 minutes here; or `MEMFLOW_WEED`, or `weed` on PATH). Both speak the
