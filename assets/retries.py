@@ -4,7 +4,8 @@ One retry layer per kind of failure. A model, graph or vector store call is retr
 client (tenacity in `resources/models/retry.py` and in the Gremlin store, the Milvus client's
 own; the embedded stores wait on their locks), and a table commit that lost a race by the
 table store, so their final errors are not retried again by the step. A bug, bad data or bad
-configuration fails the same way each time. What is left may pass: a connection or timeout no
+configuration fails the same way each time, and a step interrupted by a signal (Ctrl-C,
+`kill`) must not run again. What is left may pass: a connection or timeout no
 client retried, an I/O error of the file system or the object store. Only those get
 `STEP_RETRY`, which the jobs carry (`pipelines/jobs.py`, `op_retry_policy`); every asset
 function and the tables IO manager's `handle_output` and `load_input` are decorated with
