@@ -96,12 +96,12 @@ def execute(
     """Run the code location's job `job_name` in this process, recorded as a run of the
     location (re-executable from the UI); never raises for a failed step."""
     recon, run = create(job_name, instance, run_config=run_config, tags=tags, run_id=run_id)
-    with sigterm_kept():
+    with signals_after_the_run():
         return execute_run(recon, run, instance, raise_on_error=False)
 
 
 @contextlib.contextmanager
-def sigterm_kept() -> Iterator[None]:
+def signals_after_the_run() -> Iterator[None]:
     """SIGTERM's handler as it was before the block, and a SIGTERM or SIGINT that arrived
     during it delivered again after it.
 
@@ -119,21 +119,19 @@ def sigterm_kept() -> Iterator[None]:
         return
     before = signal.getsignal(signal.SIGTERM)
     reader, writer = socket.socketpair()
-    reader.setblocking(False)
-    writer.setblocking(False)
-    previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
-    try:
-        yield
-    finally:
-        signal.set_wakeup_fd(previous_fd)
-        if before is not None:  # None: a handler not set from Python, nothing to put back
-            signal.signal(signal.SIGTERM, before)
+    with reader, writer:
+        reader.setblocking(False)
+        writer.setblocking(False)
+        previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
         try:
-            caught = reader.recv(4096)
-        except BlockingIOError:
+            yield
+        finally:
+            signal.set_wakeup_fd(previous_fd)
+            if before is not None:  # None: a handler not set from Python, nothing to put back
+                signal.signal(signal.SIGTERM, before)
             caught = b""
-        reader.close()
-        writer.close()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            if sig in caught:
-                signal.raise_signal(sig)
+            with contextlib.suppress(BlockingIOError):  # nothing was caught
+                caught = reader.recv(4096)
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                if sig in caught:
+                    signal.raise_signal(sig)

@@ -31,7 +31,8 @@ def _signal_handlers_as_the_session_began() -> Iterator[None]:
     execution (`materialize`, which some tests call directly) maps SIGTERM to SIGINT's handler
     and leaves it; in an xdist worker SIGINT may be ignored, so SIGTERM stayed ignored for the
     worker's later tests and the programs they start (memflow's own runs put it back:
-    `pipelines.location.sigterm_kept`). Before the test too: a module fixture may have run one."""
+    `pipelines.location.signals_after_the_run`). Before the test too: a module fixture may
+    have run one."""
     _restore_handlers()
     yield
     _restore_handlers()
