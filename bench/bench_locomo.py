@@ -258,21 +258,29 @@ def table(summary_: dict[str, Any], systems: Sequence[str], labels: str, split: 
     return curve_table(title, {s: entry[s] for s in systems})
 
 
-def verdict(summary_: dict[str, Any]) -> list[str]:
-    """Issue 20's goals on the judged splits, for both label sets: the served ranking at or
-    above `GOALS` and never below flat RRF or flat vectors at any k; `lexical` not below
-    flat BM25 at 40 (means)."""
-    problems = []
+def verdict(summary_: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Issue 20's goals, for both label sets: (problems, below goal on the unseen check).
+
+    Problems: on every judged split, the served ranking below flat RRF or flat vectors at some
+    k, or `lexical` below flat BM25 at 40; on the held-out half, a figure below `GOALS`. The
+    issue sets the absolute goals on the held-out half; the unseen conversation checks them
+    again, but its provenance ceiling (0.825 for conv-30) is under the goal at 40, so its
+    figures below `GOALS` are reported beside the ceiling, not counted as problems."""
+    problems: list[str] = []
+    unseen_below: list[str] = []
     for labels in LABELS:
         for split in JUDGED_SPLITS:
             entry = summary_[labels].get(split)
             if entry is None:
                 continue
             where = f"{split}/{labels}"
+            below = unseen_below if split == "unseen" else problems
+            ceiling = entry.get("ceiling")
             for mode in SERVED:
                 for metric, goal in GOALS.items():
                     if entry[mode][metric]["mean"] < goal:
-                        problems.append(f"{where}: {mode} {metric} below {goal}")
+                        shown = f" (ceiling {ceiling:.3f})" if ceiling is not None else ""
+                        below.append(f"{where}: {mode} {metric} below {goal}{shown}")
                 for flat in ("flat_rrf", "flat_minilm"):
                     for k in KS:
                         m = f"recall@{k}"
@@ -280,7 +288,7 @@ def verdict(summary_: dict[str, Any]) -> list[str]:
                             problems.append(f"{where}: {mode} {m} below {flat}")
             if entry["lexical"]["recall@40"]["mean"] < entry["flat_bm25"]["recall@40"]["mean"]:
                 problems.append(f"{where}: lexical recall@40 below flat_bm25")
-    return problems
+    return problems, unseen_below
 
 
 def sources_check(result: dict[str, Any]) -> dict[str, int]:
@@ -310,6 +318,7 @@ ABLATION = (
     "new_sources_top=10",
     "no dedup",
     "no new-source rule",
+    "no focus",
     "focus_weight=0.25",
     "focus_weight=0.5",
     "focus_weight=1",
@@ -489,7 +498,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
     systems = [*MODES, *FLAT]
     summary_ = summarize(result, systems)
-    problems = verdict(summary_)
+    problems, unseen_below = verdict(summary_)
     served = sorted({m for r in result["rows"] for m in r["served"].values()})
     report = {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -510,6 +519,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for m, v in result["latency"].items()
         },
         "problems": problems,
+        "unseen_below_goal": unseen_below,
     }
     if variants is not None:
         report["ablation"] = variants
@@ -530,6 +540,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(versus_table(compared, labels, title) + "\n")
     print(f"stored provenance vs statements: {report['sources_match_statements']}")
     print(f"written to {args.out}")
+    for line in unseen_below:
+        print(f"unseen check, below the held-out goal: {line}")
     for p in problems:
         print(f"PROBLEM: {p}")
     return 1 if problems else 0

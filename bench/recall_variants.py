@@ -31,7 +31,7 @@ VARIANTS: dict[str, RecallConfig] = {
     # main before issue 20: no question-entity focus, no near-duplicate dedup, no new-source
     # rule, issue 11's weights
     "issue 11 ranking (no focus, no dedup)": _ranking(
-        **{**BEFORE_RETUNE, "distinct_top": 0, "new_sources_top": 0}
+        **{**BEFORE_RETUNE, "distinct_top": 0, "new_sources_top": 0, "focus_weight": 0.0}
     ),
     # issue 20's retune undone (BM25 b, graph-distance prior, date window, new-source top)
     "before the retune": _ranking(**BEFORE_RETUNE),
@@ -41,6 +41,7 @@ VARIANTS: dict[str, RecallConfig] = {
     "new_sources_top=10": _ranking(new_sources_top=10),
     "no dedup": _ranking(distinct_top=0),
     "no new-source rule": _ranking(new_sources_top=0),
+    "no focus": _ranking(focus_weight=0.0),
     "focus_weight=0.25": _ranking(focus_weight=0.25),
     "focus_weight=0.5": _ranking(focus_weight=0.5),
     "focus_weight=1": _ranking(focus_weight=1.0),

@@ -88,9 +88,10 @@ class RankingConfig:
     spread_seeds: int = 10
     spread_beta: float = 1.0  # an entity's activation is divided by its degree ** beta
     # The question's own entities (named in full, the most specific ones): facts touching one
-    # come before facts about a neighbour; 1 / sqrt(degree) of the weight. Off: at 0.25 it cost
-    # LoCoMo's held-out half 0.003 of recall@10 (interval -0.005..-0.001, BENCHMARKS.md).
-    focus_weight: float = 0.0
+    # come before facts about a neighbour (issue 20 item 3); 1 / sqrt(degree) of the weight.
+    # 0.1 orders near-ties and changes nothing measurable on LoCoMo's held-out half (every
+    # paired interval holds zero); 0.25 and above cost MRR (BENCHMARKS.md, the ablation).
+    focus_weight: float = 0.1
     # Near-duplicates (the same statement in other words) of a fact ranked above them are moved
     # below the first `distinct_top` places (0: off).
     distinct_top: int = 10

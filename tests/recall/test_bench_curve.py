@@ -109,3 +109,31 @@ def test_the_unseen_conversation_is_in_no_tuned_or_held_out_split() -> None:
     assert locomo.input_digest() != locomo.input_digest(locomo.UNSEEN)
     turns = locomo.landing_turns("conv-30", locomo.session_dates()["conv-30"])
     assert len(turns) == len({t["dia_ids"][0] for t in locomo.load_triples("conv-30")})
+
+
+def test_the_verdict_gates_held_out_goals_and_reports_unseen_ones_beside_the_ceiling() -> None:
+    from bench import bench_locomo
+
+    def curve_(at5: float, at10: float, at40: float) -> dict[str, dict[str, float]]:
+        values = {"recall@5": at5, "recall@10": at10, "recall@40": at40}
+        metrics = (*(f"recall@{k}" for k in curve.KS), "mrr")
+        return {m: {"mean": values.get(m, at40)} for m in metrics}
+
+    good, low, flat = curve_(0.75, 0.85, 0.90), curve_(0.60, 0.70, 0.74), curve_(0.55, 0.60, 0.70)
+
+    def entry(served: dict) -> dict:
+        systems = {s: served for s in bench_locomo.SERVED}
+        return {"ceiling": 0.825, **systems, "lexical": flat, "flat_bm25": flat,
+                "flat_rrf": flat, "flat_minilm": flat}  # fmt: skip
+
+    every = {labels: {"held_out": entry(good), "unseen": entry(low)} for labels in locomo.LABELS}
+    problems, unseen = bench_locomo.verdict(every)
+    assert problems == []
+    assert len(unseen) == len(locomo.LABELS) * len(bench_locomo.SERVED) * 3
+    assert all("ceiling 0.825" in line and line.startswith("unseen/") for line in unseen)
+    # Below a goal on the held-out half, or below flat RRF anywhere, is a problem.
+    every["published"]["held_out"] = entry(low)
+    every["audited"]["unseen"]["flat_rrf"] = curve_(0.9, 0.9, 0.9)
+    problems, _ = bench_locomo.verdict(every)
+    assert any(p.startswith("held_out/published") and "recall@10 below 0.8" in p for p in problems)
+    assert any(p.startswith("unseen/audited") and "below flat_rrf" in p for p in problems)

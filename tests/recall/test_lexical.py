@@ -89,6 +89,19 @@ def test_feedback_only_adds_and_is_off_at_weight_zero(docs, query) -> None:
         assert fed.max() <= base.max() * 1.75 + 1e-5
 
 
+@settings(max_examples=200, deadline=None)
+@given(docs=_DOCS, word=_WORDS)
+def test_a_words_postings_are_its_dense_scores(docs, word) -> None:
+    # Feedback reads one word at a time from the sparse index (`_postings`): the same scores,
+    # document for document, as the dense `scores([word])` it replaced.
+    index = BM25Index(docs)
+    dense = np.zeros(index.size, np.float32)
+    docs_of, values = index._postings(word)
+    assert len(set(docs_of.tolist())) == docs_of.size
+    dense[docs_of] = values
+    assert np.array_equal(dense, index.scores([word]))
+
+
 def test_feedback_reaches_a_fact_that_shares_no_query_word() -> None:
     docs = [
         tokenize("Caroline attended LGBTQ support group"),
