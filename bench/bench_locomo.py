@@ -263,9 +263,10 @@ def verdict(summary_: dict[str, Any]) -> tuple[list[str], list[str]]:
 
     Problems: on every judged split, the served ranking below flat RRF or flat vectors at some
     k, or `lexical` below flat BM25 at 40; on the held-out half, a figure below `GOALS`. The
-    issue sets the absolute goals on the held-out half; the unseen conversation checks them
-    again, but its provenance ceiling (0.825 for conv-30) is under the goal at 40, so its
-    figures below `GOALS` are reported beside the ceiling, not counted as problems."""
+    issue's "Done when" judges the absolute goals on the held-out half; the unseen
+    conversation checks them again, and its figures below them are reported with the share of
+    its provenance ceiling they reach (conv-30's ceiling, 0.825, is under the goal at 40, so
+    the held-out goals cannot all hold there), not counted as problems."""
     problems: list[str] = []
     unseen_below: list[str] = []
     for labels in LABELS:
@@ -278,8 +279,13 @@ def verdict(summary_: dict[str, Any]) -> tuple[list[str], list[str]]:
             ceiling = entry.get("ceiling")
             for mode in SERVED:
                 for metric, goal in GOALS.items():
-                    if entry[mode][metric]["mean"] < goal:
-                        shown = f" (ceiling {ceiling:.3f})" if ceiling is not None else ""
+                    value = entry[mode][metric]["mean"]
+                    if value < goal:
+                        shown = (
+                            f" ({value:.3f}, {value / ceiling:.0%} of the ceiling {ceiling:.3f})"
+                            if ceiling
+                            else ""
+                        )
                         below.append(f"{where}: {mode} {metric} below {goal}{shown}")
                 for flat in ("flat_rrf", "flat_minilm"):
                     for k in KS:

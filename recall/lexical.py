@@ -125,9 +125,10 @@ class BM25Index:
 
     def _postings(self, token: str) -> tuple[np.ndarray, np.ndarray]:
         """The documents holding `token` and its BM25 score in each: one column of bm25s's
-        precomputed sparse index, with no dense array per word. Feedback reads 30-odd words
-        a query, and a dense `scores([word])` each cost about 0.5 ms of a 5 ms answer at the
-        caps. (Its default method keeps no score for documents without the word.)"""
+        precomputed sparse index, with no dense array per word. Feedback reads 30-odd words a
+        query; a dense `scores([word])` for each made it 0.39 ms a query over 10,000 facts,
+        0.18 ms this way. (The default method, the one built here, keeps no score for
+        documents without the word.)"""
         at = self._vocab.get(token)
         if self._model is None or at is None:
             return np.zeros(0, np.int64), np.zeros(0, np.float32)
@@ -190,7 +191,7 @@ class BM25Index:
         for w, t in chosen:
             if w > 0:
                 docs_of, values = self._postings(t)
-                extra[docs_of] += w * values  # float32 products, as `w * scores([t])` were
+                extra[docs_of] += w * values  # a document appears once in a word's column
         peak = float(extra.max())
         if peak <= 0:
             return base

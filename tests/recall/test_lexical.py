@@ -102,6 +102,54 @@ def test_a_words_postings_are_its_dense_scores(docs, word) -> None:
     assert np.array_equal(dense, index.scores([word]))
 
 
+def _dense_feedback(index: BM25Index, tokens: list[str], *, docs: int, terms: int, weight: float):
+    """The feedback as first written, one dense `scores([word])` per word: the oracle for the
+    sparse reading (`_postings`) that replaced it."""
+    base = index.scores(tokens)
+    hits = np.flatnonzero(base > 0)
+    if hits.size <= docs:
+        return base
+    matched = sum((index.scores([t]) > 0).astype(np.int32) for t in set(tokens))
+    strong = hits[matched[hits] > matched[hits].min()]
+    if strong.size == 0:
+        return base
+    best = strong[np.lexsort((strong, -base[strong]))[:docs]]
+    top = float(base[best[0]])
+    mass: dict[str, float] = {}
+    for d in best.tolist():
+        for t in index._docs[d]:
+            if t not in tokens:
+                mass[t] = mass.get(t, 0.0) + float(base[d]) / top / len(index._docs[d])
+    if not mass:
+        return base
+    n = index.size
+    chosen = sorted(
+        ((w * np.log((n + 1) / (index._df.get(t, 0) + 0.5)), t) for t, w in mass.items()),
+        key=lambda wt: (-wt[0], wt[1]),
+    )[:terms]
+    extra = np.zeros(n, dtype=np.float64)
+    for w, t in chosen:
+        if w > 0:
+            extra += w * index.scores([t])
+    peak = float(extra.max())
+    return base if peak <= 0 else (base + weight * top * extra / peak).astype(np.float32)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    docs=st.lists(st.lists(_WORDS, min_size=0, max_size=8), min_size=1, max_size=40),
+    query=st.lists(st.sampled_from([f"w{i}" for i in range(12)] + ["unknown"]), max_size=5),
+    depth=st.integers(1, 6),
+    terms=st.integers(1, 8),
+)
+def test_feedback_equals_the_dense_computation(docs, query, depth, terms) -> None:
+    index = BM25Index(docs)
+    got = index.feedback_scores(query, docs=depth, terms=terms, weight=0.5)
+    want = _dense_feedback(index, query, docs=depth, terms=terms, weight=0.5)
+    assert got.dtype == want.dtype
+    assert np.array_equal(got, want)
+
+
 def test_feedback_reaches_a_fact_that_shares_no_query_word() -> None:
     docs = [
         tokenize("Caroline attended LGBTQ support group"),
