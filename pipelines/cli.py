@@ -845,6 +845,13 @@ def _add_upkeep_commands(sub: _Subparsers) -> None:
     add_vectors_rebuild(vectors, _common, _settings, _scope)
 
 
+def _interrupted(kind: type[BaseException], error: BaseException, tb: Any) -> None:
+    if issubclass(kind, KeyboardInterrupt):
+        print("memflow: interrupted", file=sys.stderr)
+    else:
+        sys.__excepthook__(kind, error, tb)
+
+
 def main(argv: list[str] | None = None) -> int:
     install_log_redaction()
     argv = sys.argv[1:] if argv is None else argv
@@ -854,6 +861,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        # Ctrl-C: one line instead of the traceback. Raised on, so that the interpreter still
+        # runs its exit handlers and then ends by SIGINT: a shell or a supervisor sees an
+        # interrupt (130 in a shell), not a failure.
+        sys.excepthook = _interrupted
+        raise
     except RuntimeError as exc:
         from resources.tables import LegacyTablesError  # only on this path: the CLI stays light
 

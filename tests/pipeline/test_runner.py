@@ -122,6 +122,39 @@ def test_kill_or_ctrl_c_during_a_step_stops_the_run_without_retrying_the_step(
     assert "STEP_UP_FOR_RETRY" not in kinds and "STEP_RESTARTED" not in kinds
 
 
+_INTERRUPTED_CLI = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a foreground process, as in a shell
+from resources.tables import TableStore
+from pipelines.cli import main
+write = TableStore.write_tenants
+def interrupted(self, *args, **kwargs):
+    TableStore.write_tenants = write
+    os.kill(os.getpid(), signal.SIGINT)
+    return write(self, *args, **kwargs)
+TableStore.write_tenants = interrupted
+main(["run", "--landing", sys.argv[1], "--data", sys.argv[2]])
+print("carried on")
+"""
+
+
+def test_ctrl_c_during_memflow_run_says_interrupted_without_a_traceback(env) -> None:
+    """`memflow run` interrupted by Ctrl-C prints one line, not Python's traceback, and still
+    ends by SIGINT, so a shell sees an interrupt (130), not a failure."""
+    landing, data = env
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_CLI, str(landing), str(data)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == -signal.SIGINT, done.stdout + done.stderr[-3000:]
+    assert "memflow: interrupted" in done.stderr
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr
+    assert "carried on" not in done.stdout
+
+
 def test_one_failing_tenant_is_isolated_and_reported_and_the_rest_lands(
     env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
