@@ -845,11 +845,21 @@ def _add_upkeep_commands(sub: _Subparsers) -> None:
     add_vectors_rebuild(vectors, _common, _settings, _scope)
 
 
-def _interrupted(kind: type[BaseException], error: BaseException, tb: Any) -> None:
-    if issubclass(kind, KeyboardInterrupt):
-        print("memflow: interrupted", file=sys.stderr)
-    else:
-        sys.__excepthook__(kind, error, tb)
+def _interrupted_hook(previous: Callable[..., Any]) -> Callable[..., None]:
+    """`sys.excepthook` for an interrupted command: one line for a plain Ctrl-C; any other
+    exception, or a Ctrl-C that landed while an error was being handled (the error must not
+    be hidden), goes to the hook that was there before."""
+
+    def hook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
+        during = error.__cause__ or error.__context__
+        if issubclass(kind, KeyboardInterrupt) and (
+            during is None or isinstance(during, KeyboardInterrupt)
+        ):
+            print("memflow: interrupted", file=sys.stderr)
+        else:
+            previous(kind, error, tb)
+
+    return hook
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -865,7 +875,7 @@ def main(argv: list[str] | None = None) -> int:
         # Ctrl-C: one line instead of the traceback. Raised on, so that the interpreter still
         # runs its exit handlers and then ends by SIGINT: a shell or a supervisor sees an
         # interrupt (130 in a shell), not a failure.
-        sys.excepthook = _interrupted
+        sys.excepthook = _interrupted_hook(sys.excepthook)
         raise
     except RuntimeError as exc:
         from resources.tables import LegacyTablesError  # only on this path: the CLI stays light

@@ -155,6 +155,27 @@ def test_ctrl_c_during_memflow_run_says_interrupted_without_a_traceback(env) -> 
     assert "carried on" not in done.stdout
 
 
+def test_ctrl_c_while_an_error_is_handled_still_shows_the_error() -> None:
+    """A Ctrl-C that lands while a real error is being handled must not hide it behind the
+    one line; a plain Ctrl-C gets the line; other hooks are chained, not replaced."""
+    from pipelines.cli import _interrupted_hook
+
+    seen: list[str] = []
+    hook = _interrupted_hook(lambda kind, error, tb: seen.append(kind.__name__))
+    try:
+        try:
+            raise OSError("No space left on device")
+        except OSError:
+            raise KeyboardInterrupt  # noqa: B904 (the Ctrl-C lands during the handling)
+    except KeyboardInterrupt as interrupt:
+        hook(KeyboardInterrupt, interrupt, interrupt.__traceback__)
+    assert seen == ["KeyboardInterrupt"]  # the previous hook prints it, with the OSError
+    plain = KeyboardInterrupt()
+    hook(KeyboardInterrupt, plain, None)
+    hook(ValueError, ValueError("x"), None)
+    assert seen == ["KeyboardInterrupt", "ValueError"]
+
+
 def test_one_failing_tenant_is_isolated_and_reported_and_the_rest_lands(
     env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
