@@ -430,44 +430,32 @@ def _with_contradictions(
     facts brings them along, right after it, or is left out when the whole group does not fit
     in `limit`. Rows are looked at in windows just over `limit`: usually one is enough."""
     taken: dict[int, Selected] = {}
-    window = limit + WINDOW_SLACK
-    for part, part_score in ranked:
-        for start in range(0, part.size, window):
+    for chunk, scores in _windows(ranked, limit + WINDOW_SLACK):
+        conflicts = index.contradiction_groups(chunk, valid, functional)
+        for row, row_score in zip(chunk, scores, strict=True):
             if len(taken) >= limit:
                 return list(taken.values())
-            _take_window(
-                index, hops, valid, part[start : start + window].tolist(),
-                part_score[start : start + window].tolist(), score_of, limit, functional, taken,
-            )  # fmt: skip
+            if row in taken:
+                continue
+            others = conflicts.get(row, ())
+            group = [row, *(o for o in others if o not in taken)]
+            if len(taken) + len(group) > limit:
+                continue
+            for member in group:
+                peers = (row, *others) if others else ()
+                taken[member] = Selected(
+                    row=member,
+                    score=row_score if member == row else score_of(member),
+                    hop=int(hops[member]) or None,
+                    contradicts=tuple(p for p in peers if p != member),
+                )
     return list(taken.values())
 
 
-def _take_window(
-    index: ScopeIndex,
-    hops: np.ndarray,
-    valid: np.ndarray,
-    chunk: list[int],
-    scores: list[float],
-    score_of: Callable[[int], float],
-    limit: int,
-    functional: FunctionalPredicates,
-    taken: dict[int, Selected],
-) -> None:
-    conflicts = index.contradiction_groups(chunk, valid, functional)
-    for row, row_score in zip(chunk, scores, strict=True):
-        if len(taken) >= limit:
-            return
-        if row in taken:
-            continue
-        others = conflicts.get(row, ())
-        group = [row, *(o for o in others if o not in taken)]
-        if len(taken) + len(group) > limit:
-            continue
-        for member in group:
-            peers = (row, *others) if others else ()
-            taken[member] = Selected(
-                row=member,
-                score=row_score if member == row else score_of(member),
-                hop=int(hops[member]) or None,
-                contradicts=tuple(p for p in peers if p != member),
-            )
+def _windows(
+    ranked: Iterator[tuple[np.ndarray, np.ndarray]], size: int
+) -> Iterator[tuple[list[int], list[float]]]:
+    """The ranked rows and their scores, `size` at a time, part after part."""
+    for part, part_score in ranked:
+        for start in range(0, part.size, size):
+            yield part[start : start + size].tolist(), part_score[start : start + size].tolist()
