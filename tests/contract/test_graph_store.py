@@ -449,9 +449,9 @@ def test_counts_many_answers_each_scope_asked_as_counts_does_and_no_other(
     """`memflow status` counts every tenant's graph at once: one answer per scope asked (zeros
     for an empty one), never the counts of a scope not asked for, even one whose org and
     namespace are each among those asked."""
-    if grouped:  # the grouped read (SQLite from 64 scopes; Gremlin in chunks of orgs)
+    if grouped:  # the grouped read (SQLite from 64 scopes; Gremlin in chunks of scopes)
         monkeypatch.setattr("resources.graph.sqlite._GROUPED_FROM", 0)
-        monkeypatch.setattr("resources.graph.gremlin._ID_CHUNK", 2)
+        monkeypatch.setattr("resources.graph.gremlin._COUNT_CHUNK", 2)
     first, second = new_scope("alpha"), new_scope("beta", tenant_id=f"o{uuid.uuid4().hex[:12]}")
     empty = new_scope("gamma")
     crossed = new_scope("beta")  # first's org, second's namespace: not asked
