@@ -583,6 +583,7 @@ def one_size(
     save,
     timeout_s: float,
     event_log: str,
+    status_profile: str | None = None,
 ) -> dict[str, Any]:
     from resources.settings import DEFAULTS
     from tests.support.daemon import DaemonWorld
@@ -641,7 +642,7 @@ def one_size(
                 new_file(world, observer, procs, stack, names, days, turns, size, save)
             finally:
                 observer.close()
-            status_step(world, procs, size, save)
+            status_step(world, procs, size, save, profile=status_profile)
             size["disk_bytes"] = disk_parts(world, stack, plain)
             size["disk_bytes_per_tenant"] = {k: round(v / n) for k, v in size["disk_bytes"].items()}
             save()
@@ -846,14 +847,25 @@ def new_file(
 
 
 def status_step(
-    world: Any, procs: Processes, size: dict[str, Any], save, timeout: float = 3600
+    world: Any,
+    procs: Processes,
+    size: dict[str, Any],
+    save,
+    timeout: float = 3600,
+    profile: str | None = None,
 ) -> None:
     env = world.env()
     log = world.root / "status.log"
+    cmd = [str(BIN / "memflow"), "status", "--data", str(world.data)]
+    if profile:  # where the time goes (wall included: cProfile counts time waited in calls)
+        Path(profile).mkdir(parents=True, exist_ok=True)
+        prof = Path(profile) / f"status-{size['tenants']}.prof"
+        cmd = [str(BIN / "python"), "-m", "cProfile", "-o", str(prof), "-m", "pipelines.cli",
+               *cmd[1:]]  # fmt: skip
     with accounted(procs) as acc, log.open("w") as out:
         t = time.perf_counter()
         proc = subprocess.Popen(
-            [str(BIN / "memflow"), "status", "--data", str(world.data)],
+            cmd,
             env=env,
             cwd=world.root,
             stdout=out,
@@ -1089,6 +1101,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-listing", action="store_true", help="skip timing the partition listing on PostgreSQL"
     )
+    parser.add_argument(
+        "--status-profile",
+        metavar="DIR",
+        help="run `memflow status` under cProfile, one status-<tenants>.prof a size in DIR",
+    )
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -1140,8 +1157,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             save()
         for n in sizes:
             one_size(
-                work, n, args.days, args.turns, pg_url, result, save, args.timeout, args.event_log
-            )
+                work, n, args.days, args.turns, pg_url, result, save, args.timeout,
+                args.event_log, args.status_profile,
+            )  # fmt: skip
             if not args.keep:
                 for part in ("world", "landing", "janusgraph", "milvus"):
                     shutil.rmtree(work / f"{part}-{n}", ignore_errors=True)

@@ -5,7 +5,9 @@ Every test session gets a state home of its own (`MEMFLOW_HOME`, and `XDG_STATE_
 subprocesses that start with a cleaned environment): no test reads or writes the user's
 `~/.local/state/memflow` (recorded paths, registered processes)."""
 
+import atexit
 import os
+import shutil
 import signal
 import tempfile
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ settings.register_profile("memflow", deadline=None)
 settings.load_profile("memflow")
 
 _STATE = tempfile.mkdtemp(prefix="memflow-test-state-")
+atexit.register(shutil.rmtree, _STATE, ignore_errors=True)
 os.environ["MEMFLOW_HOME"] = os.path.join(_STATE, "memflow")
 os.environ["XDG_STATE_HOME"] = _STATE
 

@@ -50,7 +50,7 @@ WRITE_CHUNK_BYTES = 8 * 1024 * 1024
 PROP_MODEL = "memflow.model"
 PROP_LAYOUT = "memflow.layout"
 LAYOUT = "partition_key"
-STRONG, SESSION = "Strong", "Session"
+STRONG, SESSION, EVENTUALLY = "Strong", "Session", "Eventually"
 _ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 _SLUG = re.compile(r"[^a-z0-9]+")
 _COLLECTION = re.compile(r"_d(\d+)$")
@@ -449,11 +449,15 @@ class MilvusVectorStore(VectorStore):
         return out
 
     def models_many(self, scopes: Sequence[Scope]) -> dict[Scope, dict[str, tuple[int, int]]]:
-        """`models` of every scope asked, counted from one Strong read of the scope columns per
-        collection and `SCOPES_PER_QUERY` scopes, a batch at a time: a `count(*)` per scope
-        waits ~200 ms for Strong consistency each (42 s of `memflow status` at 100 tenants,
-        BENCHMARKS.md). The read grows with the rows, not the tenants; at the caps (10,000 facts
-        and 5,000 entities a scope) a block's read stays well under its 256 waits."""
+        """`models` of every scope asked, counted from the scope columns: per collection, one
+        Strong read as a barrier (it returns once the server has applied every write
+        acknowledged before it), then reads of `SCOPES_PER_QUERY` scopes at a time at
+        Eventually consistency, which wait for no time tick. Strong reads wait ~200 ms each,
+        and a query iterator's pages each wait again on a collection created Strong: 20 s of
+        `memflow status` at 1,000 tenants (BENCHMARKS.md). The reads follow the barrier on the
+        server's query node; a replica set up to lag (a cluster with several replicas) can
+        answer them from before it: status is a report, the sink's and `--verify`'s reads
+        stay Strong."""
         wanted = list(dict.fromkeys(_check_scope(s) for s in scopes))
         out: dict[Scope, dict[str, tuple[int, int]]] = {s: {} for s in wanted}
         if not wanted:
@@ -465,37 +469,45 @@ class MilvusVectorStore(VectorStore):
             if m is None or model is None:
                 continue
             dim = int(m.group(1))
+            barrier = scopes_filter(wanted[:1])
+            self._read("query", name, lambda n=name, f=barrier: self._count_rows(n, f, STRONG))
             counts: Counter[Scope] = Counter()
             for start in range(0, len(wanted), SCOPES_PER_QUERY):
-                flt = scopes_filter(wanted[start : start + SCOPES_PER_QUERY])
-                # A fresh count per attempt: a read retried after a failure counts from zero.
-                counts.update(
-                    self._read(
-                        "query_iterator", name, lambda n=name, f=flt: self._count(n, f, by_pair)
-                    )
-                )
+                counts.update(self._counts(name, wanted[start : start + SCOPES_PER_QUERY], by_pair))
             for scope, count in counts.items():
-                out[scope][model] = (dim, out[scope].get(model, (0, 0))[1] + count)
+                if count:  # a scope's count(*) may be 0: it holds none of this model
+                    out[scope][model] = (dim, out[scope].get(model, (0, 0))[1] + count)
         return out
 
-    def _count(
-        self, name: str, flt: str, by_pair: Mapping[tuple[str, str], Scope]
+    def _count_rows(self, name: str, flt: str, level: str) -> int:
+        rows = self._client.query(name, filter=flt, output_fields=["count(*)"], **_level(level))
+        return int(rows[0]["count(*)"])
+
+    def _counts(
+        self, name: str, chunk: Sequence[Scope], by_pair: Mapping[tuple[str, str], Scope]
     ) -> Counter[Scope]:
-        """The rows of `flt` by scope, read a batch at a time (the iterator pins its first
-        read's timestamp: one Strong wait)."""
-        counts: Counter[Scope] = Counter()
-        it = self._client.query_iterator(
-            name, batch_size=4096, filter=flt, output_fields=["tenant_id", "ns"], **_level(STRONG)
-        )
-        try:
-            while batch := it.next():
-                for row in batch:
-                    scope = by_pair.get((row.get("tenant_id"), row.get("ns")))
-                    if scope is not None:  # a pair not asked for is another scope's
-                        counts[scope] += 1
-        finally:
-            it.close()
-        return counts
+        """The rows of `chunk`'s scopes by scope, read after the barrier in one query; a chunk
+        whose rows fill a query is halved, a single scope's rows are counted on the server."""
+        flt = scopes_filter(chunk)
+        if len(chunk) == 1:
+            n = self._read("query", name, lambda: self._count_rows(name, flt, EVENTUALLY))
+            return Counter({chunk[0]: n})
+        rows = self._read(
+            "query",
+            name,
+            lambda: self._client.query(
+                name, filter=flt, output_fields=["tenant_id", "ns"], limit=QUERY_LIMIT,
+                **_level(EVENTUALLY),
+            ),
+        )  # fmt: skip
+        if len(rows) >= QUERY_LIMIT:
+            half = len(chunk) // 2
+            return self._counts(name, chunk[:half], by_pair) + self._counts(
+                name, chunk[half:], by_pair
+            )
+        # a pair not asked for (another scope of an org and a namespace asked) is dropped
+        pairs = (by_pair.get((row.get("tenant_id"), row.get("ns"))) for row in rows)
+        return Counter(scope for scope in pairs if scope is not None)
 
     def close(self) -> None:
         if not self._closed:
@@ -510,5 +522,6 @@ def _level(level: str) -> dict[str, str]:
     before a delete): the read waits until every write acknowledged before it is visible,
     ~200 ms a call on 2.3.5. Session (`nearest`, the recall path): this client's own writes
     are visible at once, ~3 ms a search; other processes' writes after the server's graceful
-    time (5 s by default), as Bounded."""
+    time (5 s by default), as Bounded. Eventually (`models_many`, after a Strong read of the same
+    collection as a barrier): no wait."""
     return {"consistency_level": level}
