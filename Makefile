@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 QUICK_MARKERS ?= not server and not gremlin and not s3
+QUICK_WORKERS ?= 3
 # The S3 test server is built unless the tests are pointed at another one (an external
 # MEMFLOW_TEST_S3_URL, or moto's emulator with MEMFLOW_TEST_S3_SERVER=moto).
 S3_SERVER_BUILD := if [ -z "$$MEMFLOW_TEST_S3_URL" ] && [ "$$MEMFLOW_TEST_S3_SERVER" != moto ]; \
@@ -21,6 +22,10 @@ SAMPLE_DATA := $(CURDIR)/.memflow
 # (not the virtual environments a benchmark keeps under bench/, such as Mem0's).
 BYTECODE := $(BIN)/python -m compileall -q -j 0 -x '/\.venv' assets bench memflow pipelines \
 	recall resources schemas scripts tests
+# pytest rewrites the asserts of every test module it imports (~10 CPU s a worker for this
+# suite) and keeps the result beside the bytecode only where bytecode may be written: so it
+# may, in the test processes (and the programs they start).
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
 .PHONY: up run test test-quick bench bench-quality lint gremlin-start gremlin-stop janusgraph-start \
 	janusgraph-stop milvus-start milvus-stop postgres-start postgres-stop dev serve sample clean \
@@ -50,13 +55,15 @@ run: $(STAMP)
 ## tests (started by the tests that use them, shared by the workers, stopped by the last one;
 ## stopped here too in case a worker died). A server that cannot start fails its tests; none is
 ## skipped. Three workers on two cores: with two, the cores sat idle ~half the time while tests
-## waited on servers and subprocesses.
+## waited on servers and subprocesses (and with four the same tests took 12% more CPU).
+## `--dist worksteal`: a worker that runs out of tests takes some queued on a busy one; with
+## xdist's default one worker sat idle ~170 s of a 6-minute `make test-quick`.
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BYTECODE)
 	$(S3_SERVER_BUILD)
 	bash scripts/gremlin-server.sh start
-	status=0; $(BIN)/python -m pytest -q -n 3 --durations=25 $(PYTEST_ARGS) || status=$$?; \
+	status=0; $(PYTEST) -q -n 3 --dist worksteal --durations=25 $(PYTEST_ARGS) || status=$$?; \
 	bash scripts/gremlin-server.sh stop; bash scripts/gremlin-server.sh janusgraph stop; \
 	$(BIN)/python -m tests.support.milvus_server stop; bash scripts/postgres.sh stop; \
 	$(BIN)/python -m tests.support.s3_server stop; exit $$status
@@ -65,11 +72,12 @@ test: $(STAMP)
 ## server, PostgreSQL), `gremlin` (TinkerPop's Gremlin Server) and `s3` (the S3 test server)
 ## left out, so nothing is built or started; the embedded stores, the SQLite graph and local
 ## Delta tables are all tested. CI runs `make test`, which runs everything.
-## `make test-quick QUICK_MARKERS="... and not slow"` leaves out the tests that spawn processes too.
+## `make test-quick QUICK_MARKERS="... and not slow"` leaves out the tests that spawn processes too;
+## QUICK_WORKERS sets the number of workers (3).
 test-quick: $(STAMP)
 	$(BIN)/ruff check .
 	$(BYTECODE)
-	$(BIN)/python -m pytest -q -n 3 -m "$(QUICK_MARKERS)" $(PYTEST_ARGS)
+	$(PYTEST) -q -n $(QUICK_WORKERS) --dist worksteal -m "$(QUICK_MARKERS)" $(PYTEST_ARGS)
 
 ## SeaweedFS's S3 server for the table store's object-storage tests (built once from the Go
 ## module proxy, 20-60 minutes here; without it they run against the Versity S3 Gateway that
