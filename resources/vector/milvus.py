@@ -454,15 +454,15 @@ class MilvusVectorStore(VectorStore):
         acknowledged before it), then reads of `SCOPES_PER_QUERY` scopes at a time at
         Eventually consistency, which wait for no time tick. Strong reads wait ~200 ms each,
         and a query iterator's pages each wait again on a collection created Strong: 20 s of
-        `memflow status` at 1,000 tenants (BENCHMARKS.md). The reads follow the barrier on the
-        server's query node; a replica set up to lag (a cluster with several replicas) can
-        answer them from before it: status is a report, the sink's and `--verify`'s reads
-        stay Strong."""
+        `memflow status` at 1,000 tenants (BENCHMARKS.md). On one server (standalone) the
+        reads see everything the barrier saw. With more than one replica, or while a channel
+        moves between nodes or a node recovers, a read can land where the barrier did not and
+        miss the last writes: status is a report; the sink's and `--verify`'s reads stay
+        Strong."""
         wanted = list(dict.fromkeys(_check_scope(s) for s in scopes))
         out: dict[Scope, dict[str, tuple[int, int]]] = {s: {} for s in wanted}
         if not wanted:
             return out
-        by_pair = {_pair(s): s for s in wanted}
         for name in sorted(self._collections(refresh=True)):
             m = _COLLECTION.search(name)
             model = self._model_of(name) if m else None
@@ -471,27 +471,23 @@ class MilvusVectorStore(VectorStore):
             dim = int(m.group(1))
             barrier = scopes_filter(wanted[:1])
             self._read("query", name, lambda n=name, f=barrier: self._count_rows(n, f, STRONG))
-            counts: Counter[Scope] = Counter()
             for start in range(0, len(wanted), SCOPES_PER_QUERY):
-                counts.update(self._counts(name, wanted[start : start + SCOPES_PER_QUERY], by_pair))
-            for scope, count in counts.items():
-                if count:  # a scope's count(*) may be 0: it holds none of this model
-                    out[scope][model] = (dim, out[scope].get(model, (0, 0))[1] + count)
+                for scope, count in self._counts(name, wanted[start : start + SCOPES_PER_QUERY]):
+                    if count:  # a scope's count(*) may be 0: it holds none of this model
+                        out[scope][model] = (dim, out[scope].get(model, (0, 0))[1] + count)
         return out
 
     def _count_rows(self, name: str, flt: str, level: str) -> int:
         rows = self._client.query(name, filter=flt, output_fields=["count(*)"], **_level(level))
         return int(rows[0]["count(*)"])
 
-    def _counts(
-        self, name: str, chunk: Sequence[Scope], by_pair: Mapping[tuple[str, str], Scope]
-    ) -> Counter[Scope]:
-        """The rows of `chunk`'s scopes by scope, read after the barrier in one query; a chunk
-        whose rows fill a query is halved, a single scope's rows are counted on the server."""
+    def _counts(self, name: str, chunk: Sequence[Scope]) -> Iterable[tuple[Scope, int]]:
+        """The rows of each of `chunk`'s scopes, read after the barrier: the chunk's scope
+        columns in one query, or, when they fill a query, a `count(*)` per scope. The filter
+        also matches other (org, repo) pairs of the chunk's orgs and repos; only the chunk's
+        own pairs are counted (a pair asked for in another chunk is counted there)."""
+        local = {_pair(s): s for s in chunk}
         flt = scopes_filter(chunk)
-        if len(chunk) == 1:
-            n = self._read("query", name, lambda: self._count_rows(name, flt, EVENTUALLY))
-            return Counter({chunk[0]: n})
         rows = self._read(
             "query",
             name,
@@ -500,14 +496,20 @@ class MilvusVectorStore(VectorStore):
                 **_level(EVENTUALLY),
             ),
         )  # fmt: skip
-        if len(rows) >= QUERY_LIMIT:
-            half = len(chunk) // 2
-            return self._counts(name, chunk[:half], by_pair) + self._counts(
-                name, chunk[half:], by_pair
+        if len(rows) < QUERY_LIMIT:
+            pairs = (local.get((row.get("tenant_id"), row.get("ns"))) for row in rows)
+            return Counter(scope for scope in pairs if scope is not None).items()
+        return [
+            (
+                s,
+                self._read(
+                    "query",
+                    name,
+                    lambda f=scopes_filter([s]): self._count_rows(name, f, EVENTUALLY),
+                ),
             )
-        # a pair not asked for (another scope of an org and a namespace asked) is dropped
-        pairs = (by_pair.get((row.get("tenant_id"), row.get("ns"))) for row in rows)
-        return Counter(scope for scope in pairs if scope is not None)
+            for s in chunk
+        ]
 
     def close(self) -> None:
         if not self._closed:

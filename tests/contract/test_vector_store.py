@@ -314,18 +314,18 @@ def test_ids_many_answers_each_scope_asked_and_no_other(
     assert vector_store.ids_many("m", []) == {}
 
 
-@pytest.mark.parametrize("query_limit", [None, 2], ids=["one read", "reads split"])
+@pytest.mark.parametrize("reads", ["one read", "reads fill", "chunks of two"])
 def test_models_many_answers_each_scope_asked_as_models_does_and_no_other(
-    vector_store: VectorStore,
-    fresh_scope: Scopes,
-    query_limit: int | None,
-    monkeypatch: pytest.MonkeyPatch,
+    vector_store: VectorStore, fresh_scope: Scopes, reads: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`memflow status` counts every tenant's vectors at once, without reading them. With
-    reads of 2 rows at most, Milvus halves the scopes of a read that fills one down to a
-    count per scope: the same answer."""
-    if query_limit is not None:
-        monkeypatch.setattr("resources.vector.milvus.QUERY_LIMIT", query_limit)
+    """`memflow status` counts every tenant's vectors at once, without reading them. Milvus:
+    with reads of 2 rows at most, a read that fills one is counted scope by scope; with 2
+    scopes a read, the crossed scope (first's org, second's repo), asked in the next chunk,
+    matches the first chunk's filter too and is still counted once."""
+    if reads == "reads fill":
+        monkeypatch.setattr("resources.vector.milvus.QUERY_LIMIT", 2)
+    if reads == "chunks of two":
+        monkeypatch.setattr("resources.vector.milvus.SCOPES_PER_QUERY", 2)
     a, b = fresh_scope("one", tenant="a"), fresh_scope("two", tenant="b")
     crossed = Scope(a.tenant_id, b.ns)
     empty = fresh_scope("none", tenant="c")
@@ -342,6 +342,8 @@ def test_models_many_answers_each_scope_asked_as_models_does_and_no_other(
     assert held == {s: vector_store.models(s) for s in (a, b, empty)}
     assert held[a] == {"m": (4, 2), facts: (4, 1)} and held[b] == {"m": (4, 1), "n3": (3, 1)}
     assert held[empty] == {}
+    both = vector_store.models_many([a, b, crossed, empty])
+    assert both[crossed] == {"m": (4, 1)} and both[a] == held[a] and both[b] == held[b]
     vector_store.delete("m", a, ["x"])
     assert vector_store.models_many([a])[a] == {"m": (4, 1), facts: (4, 1)}
     assert vector_store.models_many([]) == {}
