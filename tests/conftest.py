@@ -45,4 +45,3 @@ def _restore_handlers() -> None:
     for sig, handler in _HANDLERS.items():
         if handler is not None and signal.getsignal(sig) != handler:
             signal.signal(sig, handler)
-
