@@ -468,7 +468,7 @@ class GremlinGraphStore(GraphStore):
         (tenant_id, ns) index read inside it. Not a grouping over `within(orgs)` and
         `within(repos)`: JanusGraph cannot answer that cross product from its composite index
         and scanned every element once per chunk (27 s at 1,000 tenants of 40 elements,
-        against 1.0 s this way). Facts are counted from their subjects (`outE`), which are in
+        against 1.0-1.9 s this way). Facts are counted from their subjects (`outE`), which are in
         the scope: a mid-traversal `E()` needs TinkerPop 3.7, a mid-traversal `V()` any
         server memflow supports."""
         wanted = list(dict.fromkeys(scopes))
