@@ -16,8 +16,10 @@ What goes, in this order (so a run started meanwhile finds nothing to read back)
 The whole erase holds the tenant's block lock and every later block's (deleting a partition
 moves the tenants after it to other positions, hence other blocks): no run of those tenants
 writes meanwhile. A dry run (the default of the command) counts the same things and removes
-nothing. What memflow cannot remove is reported in `problems`: shared runs that were kept, or
-a step that failed (the other steps still run, and the erase can be repeated).
+nothing. What memflow cannot remove is reported in `problems`: shared runs that were kept,
+Delta log entries that carry column statistics of the tenant's files (tables written before
+memflow stopped recording statistics; log entries are never rewritten, they expire), or a step
+that failed (the other steps still run, and the erase can be repeated).
 
 Dagster's SQL event log cannot wipe one partition's materializations from a run that covered
 several tenants (`wipe_asset_partitions` is not implemented for it in 1.13): deleting the run is
@@ -63,7 +65,7 @@ def erase_tenant(
         try:
             steps: list[tuple[str, Callable[[], dict[str, int]]]] = [
                 ("landing", lambda: _landing(cfg.landing_dir, scope, apply, problems)),
-                ("tables", lambda: _tables(cfg, scope, apply)),
+                ("tables", lambda: _tables(cfg, scope, apply, problems)),
                 ("ledger", lambda: _ledger(cfg, scope, apply)),
                 ("vectors", lambda: _vectors(cfg, scope, apply)),
                 ("graph", lambda: _graph(cfg, scope, apply)),
@@ -134,10 +136,21 @@ def _landing(root: Path, scope: Scope, apply: bool, problems: list[str]) -> dict
     return {"landing files": files}
 
 
-def _tables(cfg: Settings, scope: Scope, apply: bool) -> dict[str, int]:
+def _tables(cfg: Settings, scope: Scope, apply: bool, problems: list[str]) -> dict[str, int]:
+    from resources.table_upkeep import logged_statistics
     from resources.tables import open_tables
 
-    rows = open_tables(cfg).delete_tenant(scope, apply=apply)
+    store = open_tables(cfg)
+    rows = store.delete_tenant(scope, apply=apply)
+    logged = logged_statistics(store, scope)
+    if logged:
+        problems.append(
+            f"tables: the Delta logs of {', '.join(logged)} hold column statistics of the "
+            "tenant's files (each column's first and last value in each file, recorded by "
+            "memflow before 2026-12-08): log entries are not rewritten, and these go when "
+            "they expire (`memflow tables --maintain` drops entries older than the log "
+            "retention, delta.logRetentionDuration, 30 days by default)"
+        )
     return {f"table {asset}": n for asset, n in rows.items()}
 
 

@@ -3,7 +3,9 @@
 Every run commits each table once, so files and log entries accumulate: `TableStore.maintain`
 compacts each tenant partition's small files, vacuums data files that no version younger than
 the retention names (a week by default: time travel reaches that far back), writes a
-checkpoint and drops expired log entries. Readers and writers go on meanwhile (compaction is a
+checkpoint and drops expired log entries; a table an earlier memflow created first gets the
+properties memflow creates its tables with (`TABLE_CONFIGURATION`: the checkpoint interval, no
+column statistics). Readers and writers go on meanwhile (compaction is a
 commit like any other; delta-rs's conflict checker orders it with the runs' commits).
 `memflow tables --maintain` does the same from the command line.
 """
@@ -38,6 +40,7 @@ def maintain_tables(
             "tables": len(done),
             "files_compacted": sum(m.files_compacted for m in done),
             "files_vacuumed": sum(m.files_vacuumed for m in done),
+            "tables_given_the_properties": sum(bool(m.properties_set) for m in done),
             "retention_hours": config.retention_hours,
             "detail": MetadataValue.json([asdict(m) for m in done]),
         }

@@ -96,6 +96,7 @@ def _maintenance_line(m: dict[str, Any]) -> str:
         f"{m['table']:<28} v{m['version_before']} -> v{m['version_after']}: "
         f"{m['files_compacted']} files compacted into {m['files_added']}, "
         f"{m['files_vacuumed']} vacuumed"
+        + (f"; set {', '.join(m['properties_set'])}" if m.get("properties_set") else "")
     )
 
 

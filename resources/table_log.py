@@ -37,7 +37,14 @@ WRITE_KEY = "memflow.write"
 # gets its checkpoints from `checkpoint_if_due`.
 CHECKPOINT_INTERVAL = 10
 CHECKPOINT_PROPERTY = "delta.checkpointInterval"
-TABLE_CONFIGURATION = {CHECKPOINT_PROPERTY: str(CHECKPOINT_INTERVAL)}
+# No per-file column statistics (min, max, null counts) in the log: memflow picks files by
+# their tenant partition, never by column ranges. At 10,000 tenants the statistics made
+# raw_turns' log 5.7x larger, and a process opening that one table paid 1.19x the CPU and
+# 40 MiB more, committing to it 1.24x and 55 MiB (BENCHMARKS.md, "Delta column statistics");
+# they also copied the first and last value of every column into log entries that an erase
+# cannot remove. Row counts (numRecords) are still recorded. `maintain` sets it on older tables.
+STATS_PROPERTY = "delta.dataSkippingNumIndexedCols"
+TABLE_CONFIGURATION = {CHECKPOINT_PROPERTY: str(CHECKPOINT_INTERVAL), STATS_PROPERTY: "0"}
 # Conflicts delta-rs cannot resolve itself (two writers replacing the same tenant) are
 # retried this many times; writers of disjoint tenants never get here.
 CONFLICT_RETRIES = 5

@@ -16,13 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import polars as pl
-from deltalake import CommitProperties
+from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import CommitFailedError
+from deltalake.fs import DeltaStorageHandler
 
 from resources.table_log import (
     CONFLICT_RETRIES,
     SNAPSHOTS,
     SUMMARIES_DIR,
+    TABLE_CONFIGURATION,
     TENANTS_KEY,
     ZONE_TABLES,
     tenants_predicate,
@@ -189,6 +191,65 @@ def _purge(store: TableStore, scope: Scope, known: list[tuple[str, str]]) -> Non
                 )
 
 
+def logged_statistics(store: TableStore, scope: Scope) -> list[str]:
+    """The tables whose Delta log still holds column statistics of `scope`'s files (the first
+    and last value of each column in each file, as memflow recorded them before
+    `STATS_PROPERTY`): an erase removes the files, not the log entries that describe them,
+    which go once they expire (`maintain`, after the log retention)."""
+    from pyarrow.fs import FileSelector, PyFileSystem
+
+    out = []
+    for name, uri in known_tables(store):
+        if name in ZONE_TABLES or name.startswith(SUMMARIES_DIR):
+            continue  # not partitioned: their columns are figures and landing paths
+        if store.local and not (Path(uri) / "_delta_log").is_dir():
+            continue
+        fs = PyFileSystem(DeltaStorageHandler(uri, store.storage_options or None))
+        try:
+            logs = fs.get_file_info(FileSelector("_delta_log", allow_not_found=True))
+        except OSError:
+            continue
+        if any(_names_statistics(fs, info.path, scope) for info in logs):
+            out.append(name)
+    return out
+
+
+def _names_statistics(fs, path: str, scope: Scope) -> bool:
+    """Whether the log file at `path` (a commit or a checkpoint) adds or removes a file of
+    `scope`'s partition with column statistics."""
+    want = {"tenant_id": scope.tenant_id, "ns": scope.ns}
+    if path.endswith(".json"):
+        with fs.open_input_stream(path) as stream:
+            lines = stream.read().decode().splitlines()
+        actions = (json.loads(line) for line in lines if _STATS_MARK in line)
+        return any(
+            _has_statistics(action.get(kind) or {}, want)
+            for action in actions
+            for kind in ("add", "remove")
+        )
+    if path.endswith(".parquet"):  # a checkpoint: the live files' actions at its version
+        import pyarrow.parquet as pq
+
+        with fs.open_input_file(path) as f:
+            adds = pq.read_table(f, columns=["add"]).column("add").to_pylist()
+        return any(
+            _has_statistics({**a, "partitionValues": dict(a.get("partitionValues") or [])}, want)
+            for a in adds
+            if a
+        )
+    return False
+
+
+_STATS_MARK = '\\"minValues\\":{\\"'  # a non-empty minValues, as it reads in a JSON line
+
+
+def _has_statistics(action: dict, want: dict[str, str]) -> bool:
+    if action.get("partitionValues") != want or not action.get("stats"):
+        return False
+    stats = json.loads(action["stats"])
+    return bool(stats.get("minValues") or stats.get("maxValues"))
+
+
 # ------------------------------------------------------------------------- maintenance
 
 
@@ -202,6 +263,14 @@ class TableMaintenance:
     files_compacted: int
     files_added: int
     files_vacuumed: int
+    properties_set: tuple[str, ...] = ()
+
+
+def missing_properties(table: DeltaTable) -> dict[str, str]:
+    """The table properties memflow sets on the tables it creates that `table` lacks (a table
+    created by an earlier memflow)."""
+    have = table.metadata().configuration
+    return {k: v for k, v in TABLE_CONFIGURATION.items() if have.get(k) != v}
 
 
 def maintain(
@@ -219,6 +288,9 @@ def maintain(
         with SNAPSHOTS.lock(uri, store.storage_options):
             table = snap.table
             before = table.version()
+            missing = missing_properties(table)
+            if missing:  # first: the compacted files are then written as new ones are
+                table.alter.set_table_properties(missing, raise_if_not_exists=False)
             metrics = table.optimize.compact()
             # full: also the files of a write killed before its commit (no version
             # names them); older than the retention, so never a running write's
@@ -239,6 +311,7 @@ def maintain(
                 files_compacted=int(metrics.get("numFilesRemoved", 0)),
                 files_added=int(metrics.get("numFilesAdded", 0)),
                 files_vacuumed=len(vacuumed),
+                properties_set=tuple(sorted(missing)),
             )
         )
     return out

@@ -26,8 +26,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 from deltalake import DeltaTable
+from deltalake.fs import DeltaStorageHandler
+from pyarrow.fs import FileSelector, PyFileSystem
 
-from resources.table_log import CHECKPOINT_INTERVAL
+from resources.table_log import CHECKPOINT_INTERVAL, TABLE_CONFIGURATION
 from resources.tables import SUMMARIES_DIR, TableStore
 from schemas.scope import Scope
 from schemas.tables import ENTITIES, LANDING_PROBLEMS, TABLES, Asset, conform
@@ -428,7 +430,8 @@ def test_the_log_is_checkpointed_every_ten_commits_new_table_or_old(tmp_path: Pa
         store.write_tenants(Asset.ENTITIES, {A: entities(A, n), B: entities(B, 1)})
         store.write_tenants("old_entities", {A: entities(A, n)})
     new = DeltaTable(store.uri(Asset.ENTITIES))
-    assert new.metadata().configuration == {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)}
+    assert new.metadata().configuration == TABLE_CONFIGURATION
+    assert TABLE_CONFIGURATION["delta.checkpointInterval"] == str(CHECKPOINT_INTERVAL)
     old = DeltaTable(old_uri)
     assert "delta.checkpointInterval" not in old.metadata().configuration
     assert old.version() == 2 * CHECKPOINT_INTERVAL + 2  # one commit per write, no other
@@ -443,7 +446,75 @@ def test_the_log_is_checkpointed_every_ten_commits_new_table_or_old(tmp_path: Pa
     assert stored is not None and same(stored.select(expected.columns), expected)
     store.record_summaries(Asset.VALIDATED_FACTS, {A: {"facts": 1}})
     summaries = DeltaTable(store.summary_uri(Asset.VALIDATED_FACTS)).metadata().configuration
-    assert summaries == {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)}
+    assert summaries == TABLE_CONFIGURATION
+
+
+def _logged_adds(store: TableStore, uri: str) -> list[dict]:
+    """Every add action of the table's JSON commits, read with no memflow code."""
+    fs = PyFileSystem(DeltaStorageHandler(uri, store.storage_options or None))
+    adds = []
+    for info in fs.get_file_info(FileSelector("_delta_log")):
+        if info.path.endswith(".json"):
+            with fs.open_input_stream(info.path) as stream:
+                for line in stream.read().decode().splitlines():
+                    action = json.loads(line)
+                    if "add" in action:
+                        adds.append(action["add"])
+    return adds
+
+
+def _min_values(add: dict) -> dict:
+    return json.loads(add["stats"]).get("minValues") or {}
+
+
+def test_the_log_counts_rows_without_column_statistics_and_older_tables_get_the_setting(
+    backend: dict[str, object],
+) -> None:
+    """The log records each file's row count, and no column values (memflow picks files by
+    partition; the values would stay in the log after an erase). A table created before
+    keeps its statistics until maintenance sets the property; the erase report names it."""
+    from resources.table_upkeep import logged_statistics
+
+    store = open_store(backend)
+    store.write_tenants(Asset.ENTITIES, {A: entities(A, 3), B: entities(B, 2)})
+    adds = _logged_adds(store, store.uri(Asset.ENTITIES))
+    assert len(adds) == 2 and not any(_min_values(a) for a in adds)
+    assert sorted(json.loads(a["stats"])["numRecords"] for a in adds) == [2, 3]
+    assert store.rows_per_tenant(Asset.ENTITIES, [A, B, C]) == {A: 3, B: 2, C: 0}
+    assert logged_statistics(store, A) == []
+
+    older = open_store(  # a second root, whose entities table memflow created before
+        {
+            **backend,
+            "data_dir": f"{backend['data_dir']}-older",
+            "uri": f"{backend['uri']}-older" if backend["uri"] else None,
+        }
+    )
+    uri, options = older.uri(Asset.ENTITIES), older.storage_options or None
+    if older.local:
+        Path(uri).mkdir(parents=True)
+    schema = entities(A, 1).to_arrow().schema
+    DeltaTable.create(uri, schema=schema, partition_by=["tenant_id", "ns"], storage_options=options)
+    older.write_tenants(Asset.ENTITIES, {A: entities(A, 2)})
+    assert all(_min_values(a) for a in _logged_adds(older, uri))
+    assert logged_statistics(older, A) == [Asset.ENTITIES]
+    assert logged_statistics(older, B) == []
+
+    done = {m.table: m for m in older.maintain(retention_hours=0)}
+    assert done[Asset.ENTITIES].properties_set == tuple(sorted(TABLE_CONFIGURATION))
+    assert DeltaTable(uri, storage_options=options).metadata().configuration == (
+        TABLE_CONFIGURATION
+    )
+    assert {m.table: m for m in older.maintain()}[Asset.ENTITIES].properties_set == ()
+    older.write_tenants(Asset.ENTITIES, {A: entities(A, 4), B: entities(B, 1)})
+    live = DeltaTable(uri, storage_options=options).get_add_actions(flatten=True)
+    paths = set(live.column("path").to_pylist())
+    written = [a for a in _logged_adds(older, uri) if a["path"] in paths]
+    assert len(written) == 2 and not any(_min_values(a) for a in written)
+    assert same(older.read(Asset.ENTITIES, A), entities(A, 4))
+    older.delete_tenant(A)  # the files go; the older entries describing them stay
+    assert older.read(Asset.ENTITIES, A) is None
+    assert logged_statistics(older, A) == [Asset.ENTITIES]
 
 
 # -------------------------------------------------------------- erase and maintenance

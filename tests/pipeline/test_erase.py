@@ -131,10 +131,10 @@ def test_after_erase_nothing_of_the_tenant_is_anywhere(world) -> None:
         for path in root.rglob("*"):
             parts = path.relative_to(root).parts
             assert not any(parts[i : i + 2] == ("acme", "api") for i in range(len(parts))), path
-    # and no table file holds its rows (tables of every tenant read back whole)
+    # and no table file holds its rows (tables of every tenant read back whole), nor their
+    # Delta logs: no entry copies a value of a column (statistics are not recorded)
     for path in files_of(world.data_dir / "tables"):
-        if path.suffix == ".parquet":
-            assert MARKER.encode() not in path.read_bytes(), path
+        assert MARKER.encode() not in path.read_bytes(), path
 
     assert snapshot(world, KEPT) == kept_before
     assert instance_view(world, KEPT.key)["partition"]
@@ -170,3 +170,37 @@ def test_shared_runs_are_kept_unless_asked_and_the_report_says_so(world) -> None
     # erasing again finishes the job and finds nothing else
     again = erase_tenant(world, GONE, apply=True, shared_runs=True)
     assert not again.problems and set(again.removed) <= {"dagster runs"}
+
+
+def test_the_report_names_delta_logs_that_keep_statistics_of_the_tenant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table an earlier memflow created records each file's first and last value of every
+    column in its log: the erase removes the tenant's files and says the entries stay."""
+    from deltalake import DeltaTable
+
+    from tests.contract.test_table_store import entities
+
+    for name in DEFAULTS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    landing, data = tmp_path / "landing", tmp_path / "data"
+    landing.mkdir()
+    cfg = resolve({"MEMFLOW_LANDING_DIR": str(landing), "MEMFLOW_DATA_DIR": str(data)}, tmp_path)
+    store = TableStore(data)
+    uri = store.uri("entities")
+    Path(uri).mkdir(parents=True)
+    schema = entities(GONE, 1).to_arrow().schema
+    DeltaTable.create(uri, schema=schema, partition_by=["tenant_id", "ns"])
+    store.write_tenants("entities", {GONE: entities(GONE, 2), KEPT: entities(KEPT, 1)})
+
+    report = erase_tenant(cfg, GONE, apply=True)
+    os.environ.pop("DAGSTER_HOME", None)
+
+    assert report.removed["table entities"] == 2
+    assert TableStore(data).read("entities", GONE) is None
+    assert [p for p in report.problems if "Delta logs of entities" in p], report.problems
+    assert "NOT ERASED: tables: the Delta logs of entities" in format_report(report, applied=True)
+    kept = erase_tenant(cfg, KEPT, apply=False)  # a dry run reports it too
+    os.environ.pop("DAGSTER_HOME", None)
+    assert any("Delta logs of entities" in p for p in kept.problems)
