@@ -21,6 +21,8 @@ run $PY bench/bench_hooks.py
 run $PY bench/bench_import.py
 run $PY bench/bench_ingest_scale.py
 run $PY bench/bench_sensor.py
+# A 10,000-tenant table with and without Delta's column statistics (a few minutes).
+run $PY bench/bench_delta_stats.py
 # 100, 1,000 and 10,000 tenants on the embedded default (10,000 takes on the order of an hour on
 # 2 cores); BENCH_SCALE_TENANTS=100,1000 for less.
 run nice -n 10 $PY bench/bench_scale.py --tenants "${BENCH_SCALE_TENANTS:-100,1000,10000}"
