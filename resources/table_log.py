@@ -37,14 +37,31 @@ WRITE_KEY = "memflow.write"
 # gets its checkpoints from `checkpoint_if_due`.
 CHECKPOINT_INTERVAL = 10
 CHECKPOINT_PROPERTY = "delta.checkpointInterval"
-# No per-file column statistics (min, max, null counts) in the log: memflow picks files by
-# their tenant partition, never by column ranges. At 10,000 tenants the statistics made
-# raw_turns' log 5.7x larger, and a process opening that one table paid 1.19x the CPU and
-# 40 MiB more, committing to it 1.24x and 55 MiB (BENCHMARKS.md, "Delta column statistics");
-# they also copied the first and last value of every column into log entries that an erase
-# cannot remove. Row counts (numRecords) are still recorded. `maintain` sets it on older tables.
+# No per-file column statistics (min, max, null counts) in the log of a table partitioned by
+# tenant: memflow picks its files by partition, never by column ranges. At 10,000 tenants the
+# statistics made raw_turns' log 5.7x larger, and a process opening that one table paid 1.19x
+# the CPU and 40 MiB more, committing to it 1.24x and 55 MiB (BENCHMARKS.md, "Delta column
+# statistics"); they also copied the first and last value of every column into log entries
+# that an erase cannot rewrite. Row counts (numRecords) are still recorded. A table without
+# partitions that holds tenants (the summaries) keeps statistics on the tenant columns alone:
+# its writes replace tenants by predicate, and delta-rs skips the files whose tenant range
+# cannot match (without them each commit read every file: 5x the CPU by the 50th block).
 STATS_PROPERTY = "delta.dataSkippingNumIndexedCols"
+STATS_COLUMNS_PROPERTY = "delta.dataSkippingStatsColumns"
 TABLE_CONFIGURATION = {CHECKPOINT_PROPERTY: str(CHECKPOINT_INTERVAL), STATS_PROPERTY: "0"}
+TENANT_STATS_CONFIGURATION = {
+    CHECKPOINT_PROPERTY: str(CHECKPOINT_INTERVAL),
+    STATS_COLUMNS_PROPERTY: ",".join(PARTITION_BY),
+}
+
+
+def table_configuration(partitioned: bool, columns: Iterable[str]) -> dict[str, str]:
+    """The properties memflow creates a table with (see above)."""
+    if not partitioned and set(PARTITION_BY) <= set(columns):
+        return TENANT_STATS_CONFIGURATION
+    return TABLE_CONFIGURATION
+
+
 # Conflicts delta-rs cannot resolve itself (two writers replacing the same tenant) are
 # retried this many times; writers of disjoint tenants never get here.
 CONFLICT_RETRIES = 5

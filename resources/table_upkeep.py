@@ -23,10 +23,12 @@ from deltalake.fs import DeltaStorageHandler
 from resources.table_log import (
     CONFLICT_RETRIES,
     SNAPSHOTS,
+    STATS_COLUMNS_PROPERTY,
+    STATS_PROPERTY,
     SUMMARIES_DIR,
-    TABLE_CONFIGURATION,
     TENANTS_KEY,
     ZONE_TABLES,
+    table_configuration,
     tenants_predicate,
 )
 from schemas.scope import Scope
@@ -267,10 +269,33 @@ class TableMaintenance:
 
 
 def missing_properties(table: DeltaTable) -> dict[str, str]:
-    """The table properties memflow sets on the tables it creates that `table` lacks (a table
-    created by an earlier memflow)."""
-    have = table.metadata().configuration
-    return {k: v for k, v in TABLE_CONFIGURATION.items() if have.get(k) != v}
+    """The properties memflow creates its tables with (`table_configuration`) that `table`
+    lacks, a table an earlier memflow created; a value someone set is kept."""
+    metadata = table.metadata()
+    wanted = table_configuration(bool(metadata.partition_columns), table.schema().to_arrow().names)
+    have = metadata.configuration
+    if STATS_COLUMNS_PROPERTY in have:  # statistics chosen by column: that choice stands
+        wanted = {k: v for k, v in wanted.items() if k != STATS_PROPERTY}
+    return {k: v for k, v in wanted.items() if k not in have}
+
+
+def _set_properties(store: TableStore, uri: str) -> tuple[str, ...]:
+    """`missing_properties` set on the table, conflicts with other writers retried; the keys
+    set."""
+    options = store.storage_options
+    for attempt in range(CONFLICT_RETRIES + 1):
+        try:
+            snap = SNAPSHOTS.get(uri, options)
+            missing = {} if snap is None else missing_properties(snap.table)
+            if missing:
+                snap.table.alter.set_table_properties(missing, raise_if_not_exists=False)
+            return tuple(sorted(missing))
+        except CommitFailedError:
+            if attempt == CONFLICT_RETRIES:
+                raise
+            SNAPSHOTS.forget(uri, options)
+            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def maintain(
@@ -286,11 +311,10 @@ def maintain(
         if snap is None:
             continue
         with SNAPSHOTS.lock(uri, store.storage_options):
-            table = snap.table
-            before = table.version()
-            missing = missing_properties(table)
-            if missing:  # first: the compacted files are then written as new ones are
-                table.alter.set_table_properties(missing, raise_if_not_exists=False)
+            before = snap.table.version()
+            # first: the compacted files are then written as new ones are
+            properties_set = _set_properties(store, uri)
+            table = SNAPSHOTS.get(uri, store.storage_options).table
             metrics = table.optimize.compact()
             # full: also the files of a write killed before its commit (no version
             # names them); older than the retention, so never a running write's
@@ -311,7 +335,7 @@ def maintain(
                 files_compacted=int(metrics.get("numFilesRemoved", 0)),
                 files_added=int(metrics.get("numFilesAdded", 0)),
                 files_vacuumed=len(vacuumed),
-                properties_set=tuple(sorted(missing)),
+                properties_set=properties_set,
             )
         )
     return out

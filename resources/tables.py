@@ -61,7 +61,6 @@ from resources.table_log import (
     RUN_ID_KEY,
     SNAPSHOTS,
     SUMMARIES_DIR,
-    TABLE_CONFIGURATION,
     TABLES_DIR,
     TENANTS_KEY,
     WRITE_KEY,
@@ -72,6 +71,7 @@ from resources.table_log import (
     file_index,
     plain_files,
     refuse_forked,
+    table_configuration,
     tenants_predicate,
 )
 from resources.table_upkeep import (
@@ -627,7 +627,7 @@ class TableStore:
                 schema=schema,
                 partition_by=list(PARTITION_BY) if partitioned else None,
                 mode="ignore",
-                configuration=TABLE_CONFIGURATION,
+                configuration=table_configuration(partitioned, schema.names),
                 storage_options=self.storage_options or None,
             )
 

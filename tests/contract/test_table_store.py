@@ -29,7 +29,11 @@ from deltalake import DeltaTable
 from deltalake.fs import DeltaStorageHandler
 from pyarrow.fs import FileSelector, PyFileSystem
 
-from resources.table_log import CHECKPOINT_INTERVAL, TABLE_CONFIGURATION
+from resources.table_log import (
+    CHECKPOINT_INTERVAL,
+    TABLE_CONFIGURATION,
+    TENANT_STATS_CONFIGURATION,
+)
 from resources.tables import SUMMARIES_DIR, TableStore
 from schemas.scope import Scope
 from schemas.tables import ENTITIES, LANDING_PROBLEMS, TABLES, Asset, conform
@@ -446,7 +450,7 @@ def test_the_log_is_checkpointed_every_ten_commits_new_table_or_old(tmp_path: Pa
     assert stored is not None and same(stored.select(expected.columns), expected)
     store.record_summaries(Asset.VALIDATED_FACTS, {A: {"facts": 1}})
     summaries = DeltaTable(store.summary_uri(Asset.VALIDATED_FACTS)).metadata().configuration
-    assert summaries == TABLE_CONFIGURATION
+    assert summaries == TENANT_STATS_CONFIGURATION
 
 
 def _logged_adds(store: TableStore, uri: str) -> list[dict]:
@@ -482,6 +486,10 @@ def test_the_log_counts_rows_without_column_statistics_and_older_tables_get_the_
     assert sorted(json.loads(a["stats"])["numRecords"] for a in adds) == [2, 3]
     assert store.rows_per_tenant(Asset.ENTITIES, [A, B, C]) == {A: 3, B: 2, C: 0}
     assert logged_statistics(store, A) == []
+    # the summaries (no partitions, tenants replaced by predicate) keep the tenant columns'
+    store.record_summaries(Asset.VALIDATED_FACTS, {A: {"facts": 1}, B: {"facts": 2}})
+    summary_adds = _logged_adds(store, store.summary_uri(Asset.VALIDATED_FACTS))
+    assert summary_adds and all(set(_min_values(a)) == {"tenant_id", "ns"} for a in summary_adds)
 
     older = open_store(  # a second root, whose entities table memflow created before
         {
