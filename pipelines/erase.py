@@ -16,10 +16,11 @@ What goes, in this order (so a run started meanwhile finds nothing to read back)
 The whole erase holds the tenant's block lock and every later block's (deleting a partition
 moves the tenants after it to other positions, hence other blocks): no run of those tenants
 writes meanwhile. A dry run (the default of the command) counts the same things and removes
-nothing. What memflow cannot remove is reported in `problems`: shared runs that were kept,
-Delta log entries that carry column statistics of the tenant's files (tables written before
-memflow stopped recording statistics; log entries are never rewritten, they expire), or a step
-that failed (the other steps still run, and the erase can be repeated).
+nothing. What memflow cannot remove is reported in `problems`: shared runs that were kept, or
+a step that failed (the other steps still run, and the erase can be repeated). What stays only
+until it expires is in `notes`, not a failure: Delta log entries that describe the tenant's
+files with column values (tables written before they had memflow's current properties; log
+entries are never rewritten).
 
 Dagster's SQL event log cannot wipe one partition's materializations from a run that covered
 several tenants (`wipe_asset_partitions` is not implemented for it in 1.13): deleting the run is
@@ -56,6 +57,7 @@ def erase_tenant(
     quiet_dagster()
     removed: dict[str, int] = {}
     problems: list[str] = []
+    notes: list[str] = []
     instance = instance_for(str(cfg.data_dir))
     try:
         blocks = _blocks_from(instance, scope.key)
@@ -65,7 +67,8 @@ def erase_tenant(
         try:
             steps: list[tuple[str, Callable[[], dict[str, int]]]] = [
                 ("landing", lambda: _landing(cfg.landing_dir, scope, apply, problems)),
-                ("tables", lambda: _tables(cfg, scope, apply, problems)),
+                ("tables", lambda: _tables(cfg, scope, apply)),
+                ("table logs", lambda: _table_logs(cfg, scope, problems, notes)),
                 ("ledger", lambda: _ledger(cfg, scope, apply)),
                 ("vectors", lambda: _vectors(cfg, scope, apply)),
                 ("graph", lambda: _graph(cfg, scope, apply)),
@@ -81,7 +84,9 @@ def erase_tenant(
             locks.release()
     finally:
         instance.dispose()
-    return EraseReport(scope, {k: v for k, v in removed.items() if v}, tuple(problems))
+    return EraseReport(
+        scope, {k: v for k, v in removed.items() if v}, tuple(problems), tuple(notes)
+    )
 
 
 class TenantEraser:
@@ -136,22 +141,31 @@ def _landing(root: Path, scope: Scope, apply: bool, problems: list[str]) -> dict
     return {"landing files": files}
 
 
-def _tables(cfg: Settings, scope: Scope, apply: bool, problems: list[str]) -> dict[str, int]:
+def _tables(cfg: Settings, scope: Scope, apply: bool) -> dict[str, int]:
+    from resources.tables import open_tables
+
+    rows = open_tables(cfg).delete_tenant(scope, apply=apply)
+    return {f"table {asset}": n for asset, n in rows.items()}
+
+
+def _table_logs(cfg: Settings, scope: Scope, problems: list[str], notes: list[str]) -> dict:
+    """Delta log entries that still describe the tenant's files with column values: a note
+    (they expire; nothing to act on), or a problem when a log could not be read."""
     from resources.table_upkeep import logged_statistics
     from resources.tables import open_tables
 
-    store = open_tables(cfg)
-    rows = store.delete_tenant(scope, apply=apply)
-    logged = logged_statistics(store, scope)
+    logged, unread = logged_statistics(open_tables(cfg), scope)
     if logged:
-        problems.append(
-            f"tables: the Delta logs of {', '.join(logged)} hold column statistics of the "
-            "tenant's files (each column's first and last value in each file, recorded by "
-            "memflow before 2026-12-08): log entries are not rewritten, and these go when "
-            "they expire (`memflow tables --maintain` drops entries older than the log "
-            "retention, delta.logRetentionDuration, 30 days by default)"
+        notes.append(
+            f"tables: the Delta logs of {', '.join(logged)} still hold column statistics of "
+            "the tenant's files (each column's first and last value in each file), written "
+            "before the table had memflow's current properties; log entries are never "
+            "rewritten: these go when they expire (`memflow tables --maintain`, daily, drops "
+            "entries older than delta.logRetentionDuration, 30 days by default)"
         )
-    return {f"table {asset}": n for asset, n in rows.items()}
+    for name, why in unread:
+        problems.append(f"tables: the Delta log of {name} could not be read ({why})")
+    return {}
 
 
 def _ledger(cfg: Settings, scope: Scope, apply: bool) -> dict[str, int]:
@@ -299,6 +313,8 @@ def format_report(report: EraseReport, *, applied: bool) -> str:
         lines.append(f"  {what}: {n}")
     for problem in report.problems:
         lines.append(f"  NOT ERASED: {problem}")
+    for note in report.notes:
+        lines.append(f"  STAYS UNTIL IT EXPIRES: {note}")
     if applied and report.removed.get("dagster runs"):
         lines.append(
             "  note: Dagster caches each asset's latest materialization; where that was this "

@@ -607,6 +607,7 @@ def _erase_routes(app: FastAPI, api: Api) -> None:
             erased=not report.problems,
             removed=dict(report.removed),
             problems=list(report.problems),
+            notes=list(report.notes),
         )
         return _json(answer, 200 if answer.erased else 503)
 

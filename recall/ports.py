@@ -44,6 +44,9 @@ class EraseReport:
     scope: Scope
     removed: Mapping[str, int] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
+    # What stays without anything to do about it, and until when (not a failure: the erase
+    # did all it can; e.g. Delta log entries that expire).
+    notes: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +54,7 @@ class EraseReport:
             "repo": self.scope.ns,
             "removed": dict(self.removed),
             "problems": list(self.problems),
+            "notes": list(self.notes),
         }
 
 

@@ -390,6 +390,9 @@ class EraseAnswer(BaseModel):
     erased: bool
     removed: dict[str, int] = Field(description="what went, place by place")
     problems: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(
+        default_factory=list, description="what stays until it expires, nothing to act on"
+    )
 
 
 class StoreHealth(BaseModel):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 from deltalake import CommitProperties, DeltaTable
-from deltalake.exceptions import CommitFailedError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.fs import DeltaStorageHandler
 
 from resources.table_log import (
@@ -193,27 +193,74 @@ def _purge(store: TableStore, scope: Scope, known: list[tuple[str, str]]) -> Non
                 )
 
 
-def logged_statistics(store: TableStore, scope: Scope) -> list[str]:
+def logged_statistics(store: TableStore, scope: Scope) -> tuple[list[str], list[tuple[str, str]]]:
     """The tables whose Delta log still holds column statistics of `scope`'s files (the first
-    and last value of each column in each file, as memflow recorded them before
-    `STATS_PROPERTY`): an erase removes the files, not the log entries that describe them,
-    which go once they expire (`maintain`, after the log retention)."""
+    and last value of each column in each file, as delta-rs records them unless told not to,
+    `STATS_PROPERTY`), and the tables whose log could not be read, with why. An erase removes
+    the files, not the log entries that describe them, which go once they expire (`maintain`,
+    after the log retention). A log whose oldest entry already has the property is not read
+    further."""
     from pyarrow.fs import FileSelector, PyFileSystem
 
-    out = []
+    found, unread = [], []
     for name, uri in known_tables(store):
         if name in ZONE_TABLES or name.startswith(SUMMARIES_DIR):
             continue  # not partitioned: their columns are figures and landing paths
-        if store.local and not (Path(uri) / "_delta_log").is_dir():
-            continue
-        fs = PyFileSystem(DeltaStorageHandler(uri, store.storage_options or None))
         try:
-            logs = fs.get_file_info(FileSelector("_delta_log", allow_not_found=True))
-        except OSError:
-            continue
-        if any(_names_statistics(fs, info.path, scope) for info in logs):
-            out.append(name)
-    return out
+            fs = PyFileSystem(DeltaStorageHandler(uri, store.storage_options or None))
+            infos = fs.get_file_info(FileSelector("_delta_log", allow_not_found=True))
+            logs = sorted(
+                (int(i.base_name[:20]), i.path)
+                for i in infos
+                if i.base_name[:20].isdigit() and i.base_name.endswith((".json", ".parquet"))
+            )
+            if not logs or _off_from_the_start(fs, logs, scope):
+                continue
+            if any(_names_statistics(fs, path, scope) for _, path in logs):
+                found.append(name)
+        except TableNotFoundError:
+            continue  # no such table here
+        except (OSError, ValueError, DeltaError) as exc:
+            unread.append((name, f"{type(exc).__name__}: {exc}"[:200]))
+    return found, unread
+
+
+def _off_from_the_start(fs, logs: list[tuple[int, str]], scope: Scope) -> bool:
+    """Whether the log's oldest version (a checkpoint, else a commit with the table's metadata)
+    already had statistics off and describes none of `scope`'s files with them: every later
+    entry was then written without them."""
+    oldest = logs[0][0]
+    files = [p for v, p in logs if v == oldest]
+    checkpoints = [p for p in files if p.endswith(".parquet")]
+    for path in checkpoints or files:
+        if path.endswith(".json"):
+            actions = [json.loads(line) for line in _lines(fs, path)]
+            metadata = [a["metaData"] for a in actions if "metaData" in a]
+            if not metadata or _names_statistics(fs, path, scope):
+                return False
+            configuration = metadata[-1].get("configuration") or {}
+        else:
+            import pyarrow.parquet as pq
+
+            with fs.open_input_file(path) as f:
+                rows = pq.read_table(f, columns=["metaData"]).column("metaData").to_pylist()
+            metadata = [r for r in rows if r]
+            if metadata:
+                configuration = dict(metadata[-1].get("configuration") or [])
+            elif path != checkpoints[0]:
+                continue  # a later part of a multi-part checkpoint
+            else:
+                return False
+            if _names_statistics(fs, path, scope):
+                return False
+        if configuration.get(STATS_PROPERTY) != "0":
+            return False
+    return True
+
+
+def _lines(fs, path: str) -> list[str]:
+    with fs.open_input_stream(path) as stream:
+        return stream.read().decode().splitlines()
 
 
 def _names_statistics(fs, path: str, scope: Scope) -> bool:
@@ -221,9 +268,9 @@ def _names_statistics(fs, path: str, scope: Scope) -> bool:
     `scope`'s partition with column statistics."""
     want = {"tenant_id": scope.tenant_id, "ns": scope.ns}
     if path.endswith(".json"):
-        with fs.open_input_stream(path) as stream:
-            lines = stream.read().decode().splitlines()
-        actions = (json.loads(line) for line in lines if _STATS_MARK in line)
+        actions = (
+            json.loads(line) for line in _lines(fs, path) if any(m in line for m in _STATS_MARKS)
+        )
         return any(
             _has_statistics(action.get(kind) or {}, want)
             for action in actions
@@ -242,7 +289,8 @@ def _names_statistics(fs, path: str, scope: Scope) -> bool:
     return False
 
 
-_STATS_MARK = '\\"minValues\\":{\\"'  # a non-empty minValues, as it reads in a JSON line
+# A non-empty minValues or maxValues, as it reads inside a JSON line's stats string.
+_STATS_MARKS = ('\\"minValues\\":{\\"', '\\"maxValues\\":{\\"')
 
 
 def _has_statistics(action: dict, want: dict[str, str]) -> bool:

@@ -277,6 +277,7 @@ class LocalMemory:
             "erased": not report.problems,
             "removed": dict(report.removed),
             "problems": list(report.problems),
+            "notes": list(report.notes),
         }
 
 

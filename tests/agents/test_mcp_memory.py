@@ -195,6 +195,7 @@ def test_erase_memory_needs_the_confirmation_and_an_admin_key(
             "erased": True,
             "removed": {"facts": 5},
             "problems": [],
+            "notes": [],
         }
 
     params = stdio(memory, ["--tenant", "acme/payments"], MEMFLOW_API_URL=url)

@@ -257,6 +257,7 @@ def test_erase_needs_an_admin_key_that_covers_the_tenant(
             "erased": True,
             "removed": {"facts": 3, "landing_files": 2},
             "problems": [],
+            "notes": [],
         }
         assert eraser.asked == [Scope("acme", "payments")]
         # an ordinary key of the same tenant: refused, said so
