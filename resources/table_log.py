@@ -43,9 +43,10 @@ CHECKPOINT_PROPERTY = "delta.checkpointInterval"
 # the CPU and 40 MiB more, committing to it 1.24x and 55 MiB (BENCHMARKS.md, "Delta column
 # statistics"); they also copied the first and last value of every column into log entries
 # that an erase cannot rewrite. Row counts (numRecords) are still recorded. A table without
-# partitions that holds tenants (the summaries) keeps statistics on the tenant columns alone:
-# its writes replace tenants by predicate, and delta-rs skips the files whose tenant range
-# cannot match (without them each commit read every file: 5x the CPU by the 50th block).
+# partitions that holds tenants keeps statistics on the tenant columns alone: the summaries
+# replace tenants by predicate, and delta-rs skips the files whose tenant range cannot match
+# (without them each commit read every file: 5x the CPU by the 50th block); the landing
+# problems, replaced whole, get the same and do not use them.
 STATS_PROPERTY = "delta.dataSkippingNumIndexedCols"
 STATS_COLUMNS_PROPERTY = "delta.dataSkippingStatsColumns"
 TABLE_CONFIGURATION = {CHECKPOINT_PROPERTY: str(CHECKPOINT_INTERVAL), STATS_PROPERTY: "0"}

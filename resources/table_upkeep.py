@@ -198,8 +198,10 @@ def logged_statistics(store: TableStore, scope: Scope) -> tuple[list[str], list[
     and last value of each column in each file, as delta-rs records them unless told not to,
     `STATS_PROPERTY`), and the tables whose log could not be read, with why. An erase removes
     the files, not the log entries that describe them, which go once they expire (`maintain`,
-    after the log retention). A log whose oldest entry already has the property is not read
-    further."""
+    after the log retention).
+
+    Read: the oldest retained checkpoint (every part) and every commit after it. A later
+    checkpoint only repeats files that one of those added, so it is not read."""
     from pyarrow.fs import FileSelector, PyFileSystem
 
     found, unread = [], []
@@ -214,9 +216,7 @@ def logged_statistics(store: TableStore, scope: Scope) -> tuple[list[str], list[
                 for i in infos
                 if i.base_name[:20].isdigit() and i.base_name.endswith((".json", ".parquet"))
             )
-            if not logs or _off_from_the_start(fs, logs, scope):
-                continue
-            if any(_names_statistics(fs, path, scope) for _, path in logs):
+            if any(_names_statistics(fs, path, scope) for path in _to_read(logs)):
                 found.append(name)
         except TableNotFoundError:
             continue  # no such table here
@@ -225,37 +225,14 @@ def logged_statistics(store: TableStore, scope: Scope) -> tuple[list[str], list[
     return found, unread
 
 
-def _off_from_the_start(fs, logs: list[tuple[int, str]], scope: Scope) -> bool:
-    """Whether the log's oldest version (a checkpoint, else a commit with the table's metadata)
-    already had statistics off and describes none of `scope`'s files with them: every later
-    entry was then written without them."""
-    oldest = logs[0][0]
-    files = [p for v, p in logs if v == oldest]
-    checkpoints = [p for p in files if p.endswith(".parquet")]
-    for path in checkpoints or files:
-        if path.endswith(".json"):
-            actions = [json.loads(line) for line in _lines(fs, path)]
-            metadata = [a["metaData"] for a in actions if "metaData" in a]
-            if not metadata or _names_statistics(fs, path, scope):
-                return False
-            configuration = metadata[-1].get("configuration") or {}
-        else:
-            import pyarrow.parquet as pq
-
-            with fs.open_input_file(path) as f:
-                rows = pq.read_table(f, columns=["metaData"]).column("metaData").to_pylist()
-            metadata = [r for r in rows if r]
-            if metadata:
-                configuration = dict(metadata[-1].get("configuration") or [])
-            elif path != checkpoints[0]:
-                continue  # a later part of a multi-part checkpoint
-            else:
-                return False
-            if _names_statistics(fs, path, scope):
-                return False
-        if configuration.get(STATS_PROPERTY) != "0":
-            return False
-    return True
+def _to_read(logs: list[tuple[int, str]]) -> list[str]:
+    """The oldest checkpoint's parts, then the commits (the oldest checkpoint's version
+    and later; a version with no checkpoint before it: every commit)."""
+    checkpoints = [(v, p) for v, p in logs if p.endswith(".parquet")]
+    oldest = checkpoints[0][0] if checkpoints else -1
+    return [p for v, p in checkpoints if v == oldest] + [
+        p for v, p in logs if p.endswith(".json") and v >= oldest
+    ]
 
 
 def _lines(fs, path: str) -> list[str]:
@@ -294,10 +271,21 @@ _STATS_MARKS = ('\\"minValues\\":{\\"', '\\"maxValues\\":{\\"')
 
 
 def _has_statistics(action: dict, want: dict[str, str]) -> bool:
-    if action.get("partitionValues") != want or not action.get("stats"):
+    """Whether a file action of `want`'s partition records column values: in its `stats`
+    JSON, or in a checkpoint's `stats_parsed` struct (`delta.checkpoint.writeStatsAsStruct`)."""
+    if action.get("partitionValues") != want:
+        return False
+    parsed = action.get("stats_parsed") or {}
+    if _any_value(parsed.get("minValues")) or _any_value(parsed.get("maxValues")):
+        return True
+    if not action.get("stats"):
         return False
     stats = json.loads(action["stats"])
     return bool(stats.get("minValues") or stats.get("maxValues"))
+
+
+def _any_value(values: object) -> bool:
+    return isinstance(values, dict) and any(v is not None for v in values.values())
 
 
 # ------------------------------------------------------------------------- maintenance
@@ -324,6 +312,9 @@ def missing_properties(table: DeltaTable) -> dict[str, str]:
     have = metadata.configuration
     if STATS_COLUMNS_PROPERTY in have:  # statistics chosen by column: that choice stands
         wanted = {k: v for k, v in wanted.items() if k != STATS_PROPERTY}
+    if have.get(STATS_PROPERTY, "0") != "0":
+        # a number of columns chosen stands too (adding columns would override it)
+        wanted = {k: v for k, v in wanted.items() if k != STATS_COLUMNS_PROPERTY}
     return {k: v for k, v in wanted.items() if k not in have}
 
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 import polars as pl
 from deltalake import CommitProperties, DeltaTable, write_deltalake
@@ -113,7 +114,14 @@ def open_tables(settings: Mapping[str, str]) -> TableStore:
 
 def tables_uri(data_dir: str | os.PathLike[str], uri: str | None = None) -> str:
     """Where the tables live: `uri` when set (a local path or an object-store URI), else
-    ``<data_dir>/tables`` as an absolute path."""
+    ``<data_dir>/tables`` as an absolute path. A `file://` URL is a local path, and is made
+    one: the store works on local paths with the file system (an erase's purge, the layout
+    check), which a URL would silently miss."""
+    if uri and uri.startswith("file://"):
+        parsed = urlparse(uri)
+        if parsed.netloc not in ("", "localhost"):
+            raise ValueError(f"{uri}: a file:// URL of another host is not a local path")
+        uri = unquote(parsed.path)
     if uri:
         return uri if "://" in uri else os.path.abspath(uri)
     return os.path.abspath(os.path.join(os.fspath(data_dir), TABLES_DIR))
@@ -168,7 +176,7 @@ class TableStore:
         refuse_forked()
         self.root = tables_uri(data_dir, uri).rstrip("/")
         self.storage_options: dict[str, str] = dict(storage_options or {})
-        self.local = "://" not in self.root or self.root.startswith("file://")
+        self.local = "://" not in self.root
 
     # ---------------------------------------------------------------------- locations
 

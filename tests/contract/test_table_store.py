@@ -526,6 +526,13 @@ def test_the_log_counts_rows_without_column_statistics_and_older_tables_get_the_
     if older.local:  # the same root named by a file:// URL
         by_url = TableStore(f"{backend['data_dir']}-url", uri=f"file://{older.root}")
         assert logged_statistics(by_url, A) == ([Asset.ENTITIES], [])
+    # a property changed later (someone asks for statistics again): read from the log as is
+    store_uri = store.uri(Asset.ENTITIES)
+    table = DeltaTable(store_uri, storage_options=store.storage_options or None)
+    table.alter.set_table_properties({"delta.dataSkippingNumIndexedCols": "32"})
+    store.write_tenants(Asset.ENTITIES, {A: entities(A, 5)})
+    assert logged_statistics(store, A) == ([Asset.ENTITIES], [])
+    assert logged_statistics(store, B) == ([], [])
     # once the entries expire (a retention of nothing here, a month by default) they are gone
     DeltaTable(uri, storage_options=options).alter.set_table_properties(
         {"delta.logRetentionDuration": "interval 0 seconds"}
@@ -533,6 +540,49 @@ def test_the_log_counts_rows_without_column_statistics_and_older_tables_get_the_
     older.write_tenants(Asset.ENTITIES, {B: entities(B, 2)})  # B's files carried none
     older.maintain(retention_hours=0)
     assert logged_statistics(older, A) == ([], [])
+
+
+def test_a_set_statistics_choice_is_kept_by_maintenance(tmp_path: Path) -> None:
+    """A table whose statistics someone chose keeps that choice: columns by count on a
+    table without partitions (adding tenant columns would override it), columns by name on
+    one with partitions."""
+    from resources.table_upkeep import missing_properties
+
+    unpartitioned = str(tmp_path / "summaries")
+    schema = entities(A, 1).to_arrow().schema
+    Path(unpartitioned).mkdir()
+    DeltaTable.create(
+        unpartitioned, schema=schema, configuration={"delta.dataSkippingNumIndexedCols": "32"}
+    )
+    assert missing_properties(DeltaTable(unpartitioned)) == {"delta.checkpointInterval": "10"}
+    partitioned = str(tmp_path / "entities")
+    Path(partitioned).mkdir()
+    DeltaTable.create(
+        partitioned, schema=schema, partition_by=["tenant_id", "ns"],
+        configuration={"delta.dataSkippingStatsColumns": "name"},
+    )  # fmt: skip
+    assert missing_properties(DeltaTable(partitioned)) == {"delta.checkpointInterval": "10"}
+    fresh = str(tmp_path / "older")
+    Path(fresh).mkdir()
+    DeltaTable.create(fresh, schema=schema)  # as a summary table was created before
+    assert missing_properties(DeltaTable(fresh)) == TENANT_STATS_CONFIGURATION
+
+
+def test_a_file_url_root_is_the_local_path_and_an_erase_purges_it(tmp_path: Path) -> None:
+    """`file://` names the same local tables: an erase's purge removes the tenant's folders
+    there too (it walks local paths)."""
+    root = tmp_path / "data" / "tables"
+    store = TableStore(tmp_path / "other", uri=f"file://{root}")
+    assert store.root == str(root) and store.local
+    for n in (1, 2):
+        store.write_tenants(Asset.ENTITIES, {A: entities(A, n), B: entities(B, 1)})
+    folder = root / "entities" / f"tenant_id={A.tenant_id}" / f"ns={A.ns}"
+    assert len(list(folder.glob("*.parquet"))) == 2
+    store.delete_tenant(A)
+    assert not folder.exists()
+    assert same(TableStore(tmp_path / "data").read(Asset.ENTITIES, B), entities(B, 1))
+    with pytest.raises(ValueError, match="another host"):
+        TableStore(tmp_path, uri="file://elsewhere/tables")
 
 
 # -------------------------------------------------------------- erase and maintenance
