@@ -200,8 +200,8 @@ def logged_statistics(store: TableStore, scope: Scope) -> tuple[list[str], list[
     the files, not the log entries that describe them, which go once they expire (`maintain`,
     after the log retention).
 
-    Read: the oldest retained checkpoint (every part) and every commit after it. A later
-    checkpoint only repeats files that one of those added, so it is not read."""
+    Read: the oldest retained checkpoint (every part) and every retained commit. A later
+    checkpoint only lists files that are in one of those, so it is not read."""
     from pyarrow.fs import FileSelector, PyFileSystem
 
     found, unread = [], []
@@ -226,12 +226,13 @@ def logged_statistics(store: TableStore, scope: Scope) -> tuple[list[str], list[
 
 
 def _to_read(logs: list[tuple[int, str]]) -> list[str]:
-    """The oldest checkpoint's parts, then the commits (the oldest checkpoint's version
-    and later; a version with no checkpoint before it: every commit)."""
+    """The oldest checkpoint's parts (the files live then, whose commits may be gone), then
+    every commit still kept, before that checkpoint too (a file it added and a later commit
+    removed is in no checkpoint, and its entry still holds its statistics)."""
     checkpoints = [(v, p) for v, p in logs if p.endswith(".parquet")]
-    oldest = checkpoints[0][0] if checkpoints else -1
+    oldest = checkpoints[0][0] if checkpoints else None
     return [p for v, p in checkpoints if v == oldest] + [
-        p for v, p in logs if p.endswith(".json") and v >= oldest
+        p for _, p in logs if p.endswith(".json")
     ]
 
 

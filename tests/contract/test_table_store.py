@@ -542,6 +542,27 @@ def test_the_log_counts_rows_without_column_statistics_and_older_tables_get_the_
     assert logged_statistics(older, A) == ([], [])
 
 
+def test_statistics_in_a_commit_older_than_the_oldest_checkpoint_are_found(
+    tmp_path: Path,
+) -> None:
+    """A file written with statistics and replaced before the table's oldest checkpoint is
+    in no checkpoint: only its commit, still kept, holds its values."""
+    from resources.table_upkeep import logged_statistics
+
+    store = TableStore(tmp_path / "data")
+    uri = store.uri(Asset.ENTITIES)
+    Path(uri).mkdir(parents=True)
+    schema = entities(A, 1).to_arrow().schema
+    DeltaTable.create(uri, schema=schema, partition_by=["tenant_id", "ns"])  # as before
+    store.write_tenants(Asset.ENTITIES, {A: entities(A, 2)})
+    DeltaTable(uri).alter.set_table_properties({"delta.dataSkippingNumIndexedCols": "0"})
+    store.write_tenants(Asset.ENTITIES, {A: entities(A, 3)})  # replaces the file, no values
+    DeltaTable(uri).create_checkpoint()
+    checkpoint = DeltaTable(uri).get_add_actions(flatten=True)
+    assert "min.name" not in checkpoint.column_names  # the checkpoint holds no values
+    assert logged_statistics(store, A) == ([Asset.ENTITIES], [])
+
+
 def test_a_set_statistics_choice_is_kept_by_maintenance(tmp_path: Path) -> None:
     """A table whose statistics someone chose keeps that choice: columns by count on a
     table without partitions (adding tenant columns would override it), columns by name on
