@@ -231,9 +231,7 @@ def _to_read(logs: list[tuple[int, str]]) -> list[str]:
     removed is in no checkpoint, and its entry still holds its statistics)."""
     checkpoints = [(v, p) for v, p in logs if p.endswith(".parquet")]
     oldest = checkpoints[0][0] if checkpoints else None
-    return [p for v, p in checkpoints if v == oldest] + [
-        p for _, p in logs if p.endswith(".json")
-    ]
+    return [p for v, p in checkpoints if v == oldest] + [p for _, p in logs if p.endswith(".json")]
 
 
 def _lines(fs, path: str) -> list[str]:
