@@ -4,9 +4,10 @@ Every run commits each table once, so files and log entries accumulate: `TableSt
 compacts each tenant partition's small files, vacuums data files that no version younger than
 the retention names (a week by default: time travel reaches that far back), writes a
 checkpoint and drops expired log entries; a table an earlier memflow created first gets the
-properties memflow creates its tables with (`TABLE_CONFIGURATION`: the checkpoint interval, no
-column statistics). Readers and writers go on meanwhile (compaction is a
-commit like any other; delta-rs's conflict checker orders it with the runs' commits).
+properties memflow creates its tables with (`table_configuration`: the checkpoint interval, no
+column statistics, or statistics on the tenant columns only for a table without partitions).
+Readers and writers go on meanwhile (compaction is a commit like any other; delta-rs's
+conflict checker orders it with the runs' commits).
 `memflow tables --maintain` does the same from the command line.
 """
 
